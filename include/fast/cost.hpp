@@ -1,0 +1,154 @@
+#pragma once
+/// \file cost.hpp
+/// The alpha-beta two-tier cost model shared by planners, tools and docs.
+///
+/// Semantics (the executor's, see docs/architecture.md): each rank works through the steps in
+/// order and starts step k when all of its own transfers of step k - 1 have finished; there is no
+/// global barrier. A transfer can start when its sender and its receiver have both started its
+/// step. Each rank has four ports: scale-out send, scale-out receive, scale-up send, scale-up
+/// receive (a copy to itself uses both scale-up ports). A port's transfers of one step form one
+/// batch that starts when the last of them can start and lasts alpha (of the tier) + bytes /
+/// bandwidth. A transfer ends when the batches of both of its ports have ended. The predicted
+/// completion is when the last rank finishes its last step.
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "plan.hpp"
+#include "traffic.hpp"
+
+namespace fast {
+
+enum class port : std::uint8_t { out_send, out_recv, up_send, up_recv };
+
+/// One port's batch of one step, for timelines.
+struct port_batch {
+    std::uint32_t step = 0;
+    int rank = 0;
+    fast::port port = port::out_send;
+    double start_us = 0;
+    double end_us = 0;
+    std::int64_t bytes = 0;
+};
+
+struct prediction {
+    double completion_us = 0;
+    std::vector<double> rank_finish_us; ///< when each rank finished its last step
+    std::vector<port_batch> batches;    ///< filled only when asked for (see simulate)
+};
+
+namespace detail {
+/// Microseconds to move `bytes` at `gbps` (1 GB = 1e9 bytes).
+[[nodiscard]] constexpr double transfer_us(std::int64_t bytes, double gbps) noexcept {
+    return static_cast<double>(bytes) / (gbps * 1e3);
+}
+} // namespace detail
+
+/// Runs the model over `p`. With `record_batches`, also returns every port batch (for
+/// timelines). O(transfers + R).
+[[nodiscard]] inline prediction simulate(const plan& p, bool record_batches = false) {
+    const topology& topo = p.topology;
+    const auto r = static_cast<std::size_t>(topo.ranks());
+    prediction out;
+    std::vector<double> start(r, 0.0);
+    std::vector<double> finish(r, 0.0);
+    std::vector<double> batch_start(r * 4, 0.0);
+    std::vector<double> batch_end(r * 4, 0.0);
+    std::vector<std::int64_t> batch_bytes(r * 4, 0);
+    std::vector<std::size_t> batch_stamp(r * 4, SIZE_MAX);
+    std::vector<std::size_t> touched_ports;
+    std::vector<std::size_t> touched_ranks;
+    std::vector<std::size_t> rank_stamp(r, SIZE_MAX);
+
+    auto send_port = [](const transfer& t) {
+        return static_cast<std::size_t>(t.src) * 4 + (t.tier == tier::scale_out ? 0 : 2);
+    };
+    auto recv_port = [](const transfer& t) {
+        return static_cast<std::size_t>(t.dst) * 4 + (t.tier == tier::scale_out ? 1 : 3);
+    };
+
+    for (std::size_t k = 0; k < p.steps(); ++k) {
+        const auto transfers = p.step(k);
+        touched_ports.clear();
+        touched_ranks.clear();
+        for (const transfer& t : transfers) {
+            const double ready = std::max(start[static_cast<std::size_t>(t.src)],
+                                          start[static_cast<std::size_t>(t.dst)]);
+            for (const std::size_t q : {send_port(t), recv_port(t)}) {
+                if (batch_stamp[q] != k) {
+                    batch_stamp[q] = k;
+                    batch_start[q] = ready;
+                    batch_bytes[q] = t.bytes;
+                    touched_ports.push_back(q);
+                } else {
+                    batch_start[q] = std::max(batch_start[q], ready);
+                    batch_bytes[q] += t.bytes;
+                }
+            }
+            for (const std::size_t rank : {static_cast<std::size_t>(t.src), static_cast<std::size_t>(t.dst)})
+                if (rank_stamp[rank] != k) {
+                    rank_stamp[rank] = k;
+                    finish[rank] = start[rank];
+                    touched_ranks.push_back(rank);
+                }
+        }
+        for (const std::size_t q : touched_ports) {
+            const bool out_tier = q % 4 < 2;
+            batch_end[q] = batch_start[q] + (out_tier ? topo.alpha_out_us : topo.alpha_up_us) +
+                           detail::transfer_us(batch_bytes[q], out_tier ? topo.scale_out_gbps
+                                                                        : topo.scale_up_gbps);
+            if (record_batches)
+                out.batches.push_back({static_cast<std::uint32_t>(k), static_cast<int>(q / 4),
+                                       static_cast<port>(q % 4), batch_start[q], batch_end[q],
+                                       batch_bytes[q]});
+        }
+        for (const transfer& t : transfers) {
+            const double end = std::max(batch_end[send_port(t)], batch_end[recv_port(t)]);
+            auto& fs = finish[static_cast<std::size_t>(t.src)];
+            auto& fd = finish[static_cast<std::size_t>(t.dst)];
+            fs = std::max(fs, end);
+            fd = std::max(fd, end);
+        }
+        for (const std::size_t rank : touched_ranks) start[rank] = finish[rank];
+    }
+    out.rank_finish_us = start;
+    for (const double f : start) out.completion_us = std::max(out.completion_us, f);
+    return out;
+}
+
+/// Predicted completion time of `p` in microseconds. O(transfers + R).
+[[nodiscard]] inline double predict_us(const plan& p) { return simulate(p).completion_us; }
+
+/// The universal lower bound in microseconds:
+///   T_lb = alpha_out + max over servers s of max(out_s, in_s) / (G * B_out),
+/// where out_s / in_s are server s's inter-server send / receive bytes (no plan can do better:
+/// the server's G NICs must carry them). When there is no inter-server traffic, or the scale-up
+/// fabric is the bottleneck, the bound is alpha_up + the busiest GPU's intra-server bytes / B_up
+/// instead (the larger of the two). O(R^2).
+[[nodiscard]] inline double lower_bound_us(const traffic_matrix& m, const topology& topo) {
+    const server_load load = inter_server_load(m, topo);
+    std::int64_t busiest = 0;
+    for (int s = 0; s < topo.servers; ++s)
+        busiest = std::max({busiest, load.send[static_cast<std::size_t>(s)],
+                            load.recv[static_cast<std::size_t>(s)]});
+    double bound = 0;
+    if (busiest > 0)
+        bound = topo.alpha_out_us +
+                detail::transfer_us(busiest, topo.scale_out_gbps * topo.gpus_per_server);
+    std::vector<std::int64_t> up_send(static_cast<std::size_t>(m.rows()), 0);
+    std::vector<std::int64_t> up_recv(static_cast<std::size_t>(m.rows()), 0);
+    for (Eigen::Index i = 0; i < m.rows(); ++i)
+        for (Eigen::Index j = 0; j < m.cols(); ++j)
+            if (topo.same_server(static_cast<int>(i), static_cast<int>(j))) {
+                up_send[static_cast<std::size_t>(i)] += m(i, j);
+                up_recv[static_cast<std::size_t>(j)] += m(i, j);
+            }
+    std::int64_t up = 0;
+    for (std::size_t k = 0; k < up_send.size(); ++k) up = std::max({up, up_send[k], up_recv[k]});
+    if (up > 0)
+        bound = std::max(bound, topo.alpha_up_us + detail::transfer_us(up, topo.scale_up_gbps));
+    return bound;
+}
+
+} // namespace fast
