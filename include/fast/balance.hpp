@@ -1,0 +1,212 @@
+#pragma once
+/// \file balance.hpp
+/// Intra-server balancing: for each pair of servers (s, d), decide which GPU of s carries which
+/// bytes of the tile to d over its NIC, so that the G NICs carry equal shares, and record the
+/// provenance of every byte range (origin GPU, final GPU, offset in the block).
+///
+/// GPU i of s sends only to GPU i of d (rail-aligned). A byte of block (a -> b) carried by GPU i
+/// moves over scale-up at most twice: a -> i before it leaves s (balancing) and i -> b after it
+/// lands in d (redistribution). Assignment prefers the moves that cost nothing: a GPU keeps its
+/// own bytes, and bytes sent by a GPU on the rail of their final GPU need no redistribution.
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "detail/checked.hpp"
+#include "traffic.hpp"
+
+namespace fast {
+
+/// A contiguous run of block (origin -> final) of one tile, carried over one rail. `origin` and
+/// `final` are local GPU indices in the source and destination servers; `offset` is the byte
+/// offset inside the block.
+struct piece {
+    std::int64_t offset = 0;
+    std::int64_t bytes = 0;
+    std::int32_t origin = 0;
+    std::int32_t final = 0;
+
+    friend bool operator==(const piece&, const piece&) = default;
+};
+
+namespace detail {
+
+/// Position of a piece in a rail's stream for its server pair: own bytes that need
+/// redistribution first (they need no balancing, so the first stage can start at once), then
+/// bytes that need both moves, then bytes already on their final rail, and the rail's own
+/// diagonal block last (the last stage then needs little redistribution, which would be
+/// exposed).
+[[nodiscard]] constexpr int stream_rank(const piece& p, int rail) noexcept {
+    const bool own = p.origin == rail;
+    const bool lands = p.final == rail;
+    return own ? (lands ? 3 : 0) : (lands ? 2 : 1);
+}
+
+[[nodiscard]] inline bool stream_before(const piece& x, const piece& y, int rail) noexcept {
+    const int rx = stream_rank(x, rail);
+    const int ry = stream_rank(y, rail);
+    if (rx != ry) return rx < ry;
+    if (x.origin != y.origin) return x.origin < y.origin;
+    if (x.final != y.final) return x.final < y.final;
+    return x.offset < y.offset;
+}
+
+/// Shares of `total` bytes over G rails: each gets floor(total / G) or one more, the extra bytes
+/// going to the GPUs that hold the most of their own (they then move less). `own` has G entries.
+inline void balanced_shares(std::int64_t total, std::span<const std::int64_t> own,
+                            std::span<std::int64_t> share, std::span<int> order) {
+    const auto g = static_cast<std::int64_t>(own.size());
+    for (std::size_t i = 0; i < own.size(); ++i) {
+        share[i] = total / g;
+        order[i] = static_cast<int>(i);
+    }
+    std::int64_t extra = total % g;
+    if (extra == 0) return;
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
+        return own[static_cast<std::size_t>(x)] > own[static_cast<std::size_t>(y)];
+    });
+    for (std::size_t k = 0; extra > 0; ++k, --extra) ++share[static_cast<std::size_t>(order[k])];
+}
+
+/// Scratch for assign_tile, reused across tiles.
+struct tile_workspace {
+    std::vector<std::int64_t> left;     // G x G bytes of each block not yet assigned
+    std::vector<std::int64_t> consumed; // G x G bytes of each block already assigned
+    std::vector<std::int64_t> room;     // G bytes each rail can still take
+    void resize(int g) {
+        const auto n = static_cast<std::size_t>(g) * static_cast<std::size_t>(g);
+        left.resize(n);
+        consumed.resize(n);
+        room.resize(static_cast<std::size_t>(g));
+    }
+};
+
+/// Assigns the bytes of a G x G tile (block (a, b) at tile[a * stride + b]) to G rails with
+/// capacities `capacity` (summing to the tile total). Appends each rail's pieces, in stream
+/// order, to out[rail]. Every byte is assigned exactly once. O(G^2).
+template <class PieceList>
+void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
+                 std::span<const std::int64_t> capacity, tile_workspace& ws,
+                 std::span<PieceList> out) {
+    ws.resize(g);
+    const auto ug = static_cast<std::size_t>(g);
+    for (std::size_t a = 0; a < ug; ++a)
+        for (std::size_t b = 0; b < ug; ++b) {
+            ws.left[a * ug + b] = tile[a * stride + b];
+            ws.consumed[a * ug + b] = 0;
+        }
+    for (std::size_t i = 0; i < ug; ++i) ws.room[i] = capacity[i];
+
+    auto take = [&](std::size_t rail, std::size_t a, std::size_t b) {
+        const std::size_t k = a * ug + b;
+        const std::int64_t n = std::min(ws.left[k], ws.room[rail]);
+        if (n <= 0) return;
+        out[rail].push_back(piece{ws.consumed[k], n, static_cast<std::int32_t>(a), static_cast<std::int32_t>(b)});
+        ws.left[k] -= n;
+        ws.consumed[k] += n;
+        ws.room[rail] -= n;
+    };
+    // Free moves first: a rail keeps its own bytes, then takes bytes whose final GPU is on it.
+    for (std::size_t i = 0; i < ug; ++i) take(i, i, i);
+    for (std::size_t i = 0; i < ug; ++i)
+        for (std::size_t b = 0; b < ug; ++b)
+            if (b != i) take(i, i, b);
+    for (std::size_t i = 0; i < ug; ++i)
+        for (std::size_t a = 0; a < ug; ++a)
+            if (a != i) take(i, a, i);
+    // The rest fills the rails with room, in order.
+    std::size_t rail = 0;
+    for (std::size_t k = 0; k < ug * ug; ++k) {
+        while (ws.left[k] > 0) {
+            while (ws.room[rail] == 0) ++rail;
+            take(rail, k / ug, k % ug);
+        }
+    }
+    for (std::size_t i = 0; i < ug; ++i) {
+        auto& list = out[i];
+        std::sort(list.begin(), list.end(), [i](const piece& x, const piece& y) {
+            return stream_before(x, y, static_cast<int>(i));
+        });
+    }
+}
+
+} // namespace detail
+
+/// The result of balancing: what every GPU carries to every other server, and from where.
+struct balanced_traffic {
+    int servers = 0;
+    int gpus_per_server = 0;
+    /// S x S: the most bytes any one GPU of s carries to d (ceil(tile total / G)); the diagonal
+    /// is zero. This is the matrix the inter-server stages decompose.
+    traffic_matrix server_matrix;
+    /// pieces of rail i for pair (s, d): pieces[offsets[k], offsets[k + 1]) with
+    /// k = (s * S + d) * G + i, in stream order.
+    std::vector<std::size_t> offsets;
+    std::vector<piece> pieces;
+
+    [[nodiscard]] std::span<const piece> carried(int s, int d, int rail) const noexcept {
+        const std::size_t k = (static_cast<std::size_t>(s) * static_cast<std::size_t>(servers) +
+                               static_cast<std::size_t>(d)) * static_cast<std::size_t>(gpus_per_server) +
+                              static_cast<std::size_t>(rail);
+        return {pieces.data() + offsets[k], offsets[k + 1] - offsets[k]};
+    }
+    /// Bytes GPU `rail` of s carries to d.
+    [[nodiscard]] std::int64_t carried_bytes(int s, int d, int rail) const noexcept {
+        std::int64_t n = 0;
+        for (const piece& p : carried(s, d, rail)) n += p.bytes;
+        return n;
+    }
+};
+
+/// Balances every inter-server tile of a validated traffic matrix: each GPU of s carries
+/// floor(t / G) or ceil(t / G) of the t bytes s sends to d, rail-aligned. O(R^2 log G).
+[[nodiscard]] inline balanced_traffic balance(const traffic_matrix& m, const topology& topo) {
+    validate_traffic(m, topo);
+    const int s_count = topo.servers;
+    const int g = topo.gpus_per_server;
+    const auto ug = static_cast<std::size_t>(g);
+    balanced_traffic out;
+    out.servers = s_count;
+    out.gpus_per_server = g;
+    out.server_matrix = traffic_matrix::Zero(s_count, s_count);
+    out.offsets.assign(static_cast<std::size_t>(s_count) * static_cast<std::size_t>(s_count) * ug + 1, 0);
+    std::vector<std::vector<piece>> rails(ug);
+    std::vector<std::int64_t> own(ug);
+    std::vector<std::int64_t> share(ug);
+    std::vector<int> order(ug);
+    detail::tile_workspace ws;
+    const std::int64_t* data = m.data();
+    const auto stride = static_cast<std::size_t>(m.cols());
+    for (int s = 0; s < s_count; ++s) {
+        for (int d = 0; d < s_count; ++d) {
+            const std::size_t base = (static_cast<std::size_t>(s) * static_cast<std::size_t>(s_count) +
+                                      static_cast<std::size_t>(d)) * ug;
+            if (s != d) {
+                const std::int64_t* tile = data + static_cast<std::size_t>(s) * ug * stride +
+                                           static_cast<std::size_t>(d) * ug;
+                std::int64_t total = 0;
+                for (std::size_t a = 0; a < ug; ++a) {
+                    own[a] = 0;
+                    for (std::size_t b = 0; b < ug; ++b) own[a] += tile[a * stride + b];
+                    total += own[a];
+                }
+                detail::balanced_shares(total, own, share, order);
+                for (auto& r : rails) r.clear();
+                detail::assign_tile(tile, stride, g, std::span<const std::int64_t>(share), ws,
+                                    std::span<std::vector<piece>>(rails));
+                out.server_matrix(s, d) = detail::ceil_div(total, g);
+                for (std::size_t i = 0; i < ug; ++i) {
+                    out.pieces.insert(out.pieces.end(), rails[i].begin(), rails[i].end());
+                    out.offsets[base + i + 1] = out.pieces.size();
+                }
+            } else {
+                for (std::size_t i = 0; i < ug; ++i) out.offsets[base + i + 1] = out.pieces.size();
+            }
+        }
+    }
+    return out;
+}
+
+} // namespace fast

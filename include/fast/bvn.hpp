@@ -1,0 +1,181 @@
+#pragma once
+/// \file bvn.hpp
+/// Birkhoff-von Neumann decomposition with exact integer arithmetic: pad a non-negative square
+/// matrix to equal row and column sums L, then write it as a sum of weighted permutation
+/// matrices, each a perfect matching on the positive entries. Every permutation is a set of
+/// one-to-one transfers (no incast), and the weights sum to L.
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "error.hpp"
+#include "matching.hpp"
+#include "traffic.hpp"
+
+namespace fast {
+
+/// Which perfect matching each stage takes.
+enum class matching_rule {
+    any,        ///< the warm-started matching on positive entries (the paper's algorithm)
+    bottleneck, ///< a matching maximising its smallest entry: the largest possible stage first
+};
+
+/// Stages of a decomposition, stored flat: stage k maps row s to column perm(k)[s].
+struct decomposition {
+    int n = 0;
+    std::vector<std::int32_t> perms; ///< stages * n
+    std::vector<std::int64_t> weights;
+
+    [[nodiscard]] std::size_t size() const noexcept { return weights.size(); }
+    [[nodiscard]] std::span<const std::int32_t> perm(std::size_t k) const noexcept {
+        return {perms.data() + k * static_cast<std::size_t>(n), static_cast<std::size_t>(n)};
+    }
+    [[nodiscard]] std::int64_t total_weight() const noexcept {
+        std::int64_t t = 0;
+        for (const std::int64_t w : weights) t += w;
+        return t;
+    }
+    void clear(int size) {
+        n = size;
+        perms.clear();
+        weights.clear();
+    }
+};
+
+namespace detail {
+
+/// Pads the n x n row-major matrix `a` in place to line sums L = its largest line sum. Padding
+/// goes only to rows and columns below L (a maximal line is never touched). Returns L.
+/// O(n^2).
+inline std::int64_t pad_flat(std::vector<std::int64_t>& a, int n, std::vector<std::int64_t>& row_deficit,
+                             std::vector<std::int64_t>& col_deficit) {
+    const auto un = static_cast<std::size_t>(n);
+    row_deficit.assign(un, 0);
+    col_deficit.assign(un, 0);
+    for (std::size_t r = 0; r < un; ++r)
+        for (std::size_t c = 0; c < un; ++c) {
+            if (__builtin_add_overflow(row_deficit[r], a[r * un + c], &row_deficit[r]) ||
+                __builtin_add_overflow(col_deficit[c], a[r * un + c], &col_deficit[c]))
+                throw invalid_argument("pad: line sum of row " + std::to_string(r) + " or column " +
+                                       std::to_string(c) + " overflows int64");
+        }
+    std::int64_t l = 0;
+    for (std::size_t k = 0; k < un; ++k) l = std::max({l, row_deficit[k], col_deficit[k]});
+    for (std::size_t k = 0; k < un; ++k) {
+        row_deficit[k] = l - row_deficit[k];
+        col_deficit[k] = l - col_deficit[k];
+    }
+    // North-west corner rule over the deficient lines: both deficits sum to the same total.
+    std::size_t c = 0;
+    for (std::size_t r = 0; r < un; ++r) {
+        while (row_deficit[r] > 0) {
+            while (col_deficit[c] == 0) ++c;
+            const std::int64_t add = std::min(row_deficit[r], col_deficit[c]);
+            a[r * un + c] += add;
+            row_deficit[r] -= add;
+            col_deficit[c] -= add;
+        }
+    }
+    return l;
+}
+
+/// Decomposes the regular n x n row-major matrix `a` (all line sums equal), consuming it.
+/// Each stage zeroes at least one entry, so there are at most n^2 - 2n + 2 stages (Marcus-Ree
+/// bound of the Birkhoff algorithm). With `bottleneck`, a stage's smallest entry can never
+/// exceed the previous stage's (entries only shrink), so the threshold only decreases: when no
+/// perfect matching uses entries >= threshold, it drops to the next value present. Each stage
+/// then has the largest smallest entry among matchings at or above the last failed threshold.
+inline void decompose_flat(std::vector<std::int64_t>& a, int n, matching_rule rule,
+                           bipartite_matching& matching, decomposition& out) {
+    out.clear(n);
+    const auto un = static_cast<std::size_t>(n);
+    std::int64_t remaining = 0; // the common line sum still to decompose (row 0's)
+    std::int64_t threshold = 1;
+    for (std::size_t c = 0; c < un; ++c) remaining += a[c];
+    for (const std::int64_t v : a) threshold = std::max(threshold, v);
+    if (remaining == 0) return;
+    if (rule == matching_rule::any) threshold = 1;
+    if (matching.size() != n) matching.reset(n);
+    while (remaining > 0) {
+        auto edge = [&](int r, int c) {
+            return a[static_cast<std::size_t>(r) * un + static_cast<std::size_t>(c)] >= threshold;
+        };
+        if (!matching.complete(edge)) {
+            if (rule == matching_rule::any || threshold == 1)
+                throw invalid_argument("decompose: the matrix does not have equal line sums");
+            // The next smaller value present in the matrix.
+            std::int64_t next = 0;
+            for (const std::int64_t v : a)
+                if (v < threshold && v > next) next = v;
+            threshold = std::max<std::int64_t>(next, 1);
+            continue;
+        }
+        std::int64_t w = INT64_MAX;
+        for (std::size_t r = 0; r < un; ++r)
+            w = std::min(w, a[r * un + static_cast<std::size_t>(matching.col_of(static_cast<int>(r)))]);
+        for (std::size_t r = 0; r < un; ++r) {
+            const auto c = static_cast<std::size_t>(matching.col_of(static_cast<int>(r)));
+            a[r * un + c] -= w;
+            out.perms.push_back(static_cast<std::int32_t>(c));
+        }
+        out.weights.push_back(w);
+        remaining -= w;
+    }
+}
+
+inline std::vector<std::int64_t> to_flat(const traffic_matrix& m) {
+    if (m.rows() != m.cols())
+        throw invalid_argument("decompose: the matrix is " + std::to_string(m.rows()) + " x " +
+                               std::to_string(m.cols()) + ", not square");
+    if ((m.array() < 0).any()) throw invalid_argument("decompose: the matrix has a negative entry");
+    std::vector<std::int64_t> a(static_cast<std::size_t>(m.size()));
+    for (Eigen::Index r = 0; r < m.rows(); ++r)
+        for (Eigen::Index c = 0; c < m.cols(); ++c)
+            a[static_cast<std::size_t>(r * m.cols() + c)] = m(r, c);
+    return a;
+}
+
+} // namespace detail
+
+/// `m` padded to equal row and column sums L (its largest line sum); entries of maximal rows and
+/// columns are unchanged. O(n^2).
+[[nodiscard]] inline traffic_matrix pad_to_regular(const traffic_matrix& m) {
+    std::vector<std::int64_t> a = detail::to_flat(m);
+    std::vector<std::int64_t> rows;
+    std::vector<std::int64_t> cols;
+    detail::pad_flat(a, static_cast<int>(m.rows()), rows, cols);
+    traffic_matrix out(m.rows(), m.cols());
+    for (Eigen::Index r = 0; r < m.rows(); ++r)
+        for (Eigen::Index c = 0; c < m.cols(); ++c)
+            out(r, c) = a[static_cast<std::size_t>(r * m.cols() + c)];
+    return out;
+}
+
+/// Decomposes a matrix with equal row and column sums L into weighted permutations whose
+/// weights sum to L. Throws fast::invalid_argument if the line sums differ. At most
+/// n^2 - 2n + 2 stages; O(stages * n^2 sqrt(n)) worst case, far less with warm starts.
+[[nodiscard]] inline decomposition decompose(const traffic_matrix& regular,
+                                             matching_rule rule = matching_rule::any) {
+    std::vector<std::int64_t> a = detail::to_flat(regular);
+    const int n = static_cast<int>(regular.rows());
+    std::int64_t l = -1;
+    for (int r = 0; r < n; ++r) {
+        const std::int64_t row = regular.row(r).sum();
+        const std::int64_t col = regular.col(r).sum();
+        if (l < 0) l = row;
+        if (row != l || col != l)
+            throw invalid_argument("decompose: line sums differ (row " + std::to_string(r) + ": " +
+                                   std::to_string(row) + ", column " + std::to_string(r) + ": " +
+                                   std::to_string(col) + ", expected " + std::to_string(l) +
+                                   "); pad_to_regular first");
+    }
+    bipartite_matching matching(n);
+    decomposition out;
+    detail::decompose_flat(a, n, rule, matching, out);
+    return out;
+}
+
+} // namespace fast
