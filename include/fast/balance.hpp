@@ -37,17 +37,26 @@ namespace detail {
 /// redistribution first (they need no balancing, so the first stage can start at once), then
 /// bytes that need both moves, then bytes already on their final rail, and the rail's own
 /// diagonal block last (the last stage then needs little redistribution, which would be
-/// exposed).
+/// exposed). Bytes that need redistribution go hottest final GPU first (`heat`: how much each
+/// final GPU receives in all): a GPU that receives far more than its share needs all the time
+/// the big middle stages give to take its bytes over scale-up.
 [[nodiscard]] constexpr int stream_rank(const piece& p, int rail) noexcept {
     const bool own = p.origin == rail;
     const bool lands = p.final == rail;
     return own ? (lands ? 3 : 0) : (lands ? 2 : 1);
 }
 
-[[nodiscard]] inline bool stream_before(const piece& x, const piece& y, int rail) noexcept {
+[[nodiscard]] inline bool stream_before(const piece& x, const piece& y, int rail,
+                                        std::span<const std::int64_t> heat = {}) noexcept {
     const int rx = stream_rank(x, rail);
     const int ry = stream_rank(y, rail);
     if (rx != ry) return rx < ry;
+    if (rx <= 1 && !heat.empty() && x.final != y.final) {
+        const std::int64_t hx = heat[static_cast<std::size_t>(x.final)];
+        const std::int64_t hy = heat[static_cast<std::size_t>(y.final)];
+        if (hx != hy) return hx > hy;
+        return x.final < y.final;
+    }
     if (x.origin != y.origin) return x.origin < y.origin;
     if (x.final != y.final) return x.final < y.final;
     return x.offset < y.offset;
@@ -85,11 +94,12 @@ struct tile_workspace {
 
 /// Assigns the bytes of a G x G tile (block (a, b) at tile[a * stride + b]) to G rails with
 /// capacities `capacity` (summing to the tile total). Appends each rail's pieces, in stream
-/// order, to out[rail]. Every byte is assigned exactly once. O(G^2).
+/// order (see stream_before; `heat` may be empty), to out[rail]. Every byte is assigned exactly
+/// once. O(G^2 log G).
 template <class PieceList>
 void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
                  std::span<const std::int64_t> capacity, tile_workspace& ws,
-                 std::span<PieceList> out) {
+                 std::span<PieceList> out, std::span<const std::int64_t> heat = {}) {
     ws.resize(g);
     const auto ug = static_cast<std::size_t>(g);
     for (std::size_t a = 0; a < ug; ++a)
@@ -111,11 +121,11 @@ void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
     // Free moves first: a rail keeps its own bytes, then takes bytes whose final GPU is on it.
     for (std::size_t i = 0; i < ug; ++i) take(i, i, i);
     for (std::size_t i = 0; i < ug; ++i)
-        for (std::size_t b = 0; b < ug; ++b)
-            if (b != i) take(i, i, b);
-    for (std::size_t i = 0; i < ug; ++i)
         for (std::size_t a = 0; a < ug; ++a)
             if (a != i) take(i, a, i);
+    for (std::size_t i = 0; i < ug; ++i)
+        for (std::size_t b = 0; b < ug; ++b)
+            if (b != i) take(i, i, b);
     // The rest fills the rails with room, in order.
     std::size_t rail = 0;
     for (std::size_t k = 0; k < ug * ug; ++k) {
@@ -126,8 +136,8 @@ void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
     }
     for (std::size_t i = 0; i < ug; ++i) {
         auto& list = out[i];
-        std::sort(list.begin(), list.end(), [i](const piece& x, const piece& y) {
-            return stream_before(x, y, static_cast<int>(i));
+        std::sort(list.begin(), list.end(), [i, heat](const piece& x, const piece& y) {
+            return stream_before(x, y, static_cast<int>(i), heat);
         });
     }
 }

@@ -98,7 +98,7 @@ inline void decompose_flat(std::vector<std::int64_t>& a, int n, matching_rule ru
     for (const std::int64_t v : a) threshold = std::max(threshold, v);
     if (remaining == 0) return;
     if (rule == matching_rule::any) threshold = 1;
-    if (matching.size() != n) matching.reset(n);
+    matching.reset(n); // a warm start from another matrix would make plans depend on history
     while (remaining > 0) {
         auto edge = [&](int r, int c) {
             return a[static_cast<std::size_t>(r) * un + static_cast<std::size_t>(c)] >= threshold;

@@ -1,18 +1,28 @@
 #pragma once
 /// \file planner.hpp
-/// make_plan(traffic, topology, options): the FAST schedule and the baselines, as verified-ready
-/// plans. A `planner` object keeps its buffers between calls (MoE plans on every layer call).
+/// make_plan(traffic, topology, options): the FAST schedule and the baselines, as plans in the
+/// contract of plan.hpp. A `planner` keeps its buffers between calls (MoE plans on every layer
+/// call), so repeated planning allocates nothing once the sizes have been seen.
 ///
 /// FAST (DESIGN.md, docs/algorithm.md):
-///  1. balancing: each GPU of server s carries an equal share of what s sends to server d, and
-///     sends it rail-aligned (GPU i of s to GPU i of d);
-///  2. stages: the server matrix is padded to equal line sums and decomposed into weighted
+///  1. balancing: the GPUs of server s share what s sends to server d, rail-aligned (GPU i of s
+///     sends only to GPU i of d);
+///  2. stages: a server matrix padded to equal line sums and decomposed into weighted
 ///     permutations (Birkhoff-von Neumann), so every stage is one-to-one on every rail;
 ///  3. pipelining: bytes that land on the wrong GPU are redistributed over scale-up during the
-///     next stage; intra-server traffic runs during the first stage.
+///     next stage, balancing for a stage happens during the previous one.
+/// Policies (plan_options::policy):
+///  - exact: the paper. Exact BvN of the balanced per-GPU server matrix, the same stages on all
+///    rails, an up-front balancing step, intra-server traffic under the first stage.
+///  - bottleneck: the paper's layout with the per-GPU server matrix rounded up to a quantum and
+///    bottleneck matchings (largest stages first), ramps, scale-up work in windows.
+///  - rail_packed (default): the server-level matrix decomposed the same way and its stages dealt
+///    to the G rails in time-aligned steps (every rail is an independent one-to-one fabric), so
+///    a step serves up to G destinations per server; ramps; scale-up work in windows. It predicts
+///    fastest at every size measured (docs/performance.md).
 
 #include <algorithm>
-#include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <span>
@@ -25,6 +35,7 @@
 #include "bvn.hpp"
 #include "cost.hpp"
 #include "detail/plan_builder.hpp"
+#include "detail/stage_schedule.hpp"
 #include "error.hpp"
 #include "plan.hpp"
 #include "traffic.hpp"
@@ -58,10 +69,24 @@ enum class scheduler {
                            "' (expected fast, fast-unbalanced, direct or spreadout)");
 }
 
-/// How FAST decomposes the server matrix.
-enum class policy {
-    exact, ///< the paper: exact BvN of the balanced server matrix, the same stages on all rails
-};
+/// How FAST decomposes the traffic into stages (see the file comment).
+enum class policy { rail_packed, bottleneck, exact };
+
+[[nodiscard]] inline std::string_view to_string(policy p) noexcept {
+    switch (p) {
+    case policy::exact: return "exact";
+    case policy::bottleneck: return "bottleneck";
+    case policy::rail_packed: return "rail-packed";
+    }
+    return "?";
+}
+
+[[nodiscard]] inline policy parse_policy(std::string_view name) {
+    for (const policy p : {policy::rail_packed, policy::bottleneck, policy::exact})
+        if (name == to_string(p)) return p;
+    throw invalid_argument("unknown policy '" + std::string(name) +
+                           "' (expected rail-packed, bottleneck or exact)");
+}
 
 /// Order of the stages of the exact policy.
 enum class stage_order {
@@ -72,101 +97,60 @@ enum class stage_order {
 
 struct plan_options {
     fast::scheduler scheduler = scheduler::fast;
-    fast::policy policy = policy::exact;
+    fast::policy policy = policy::rail_packed;
+    /// Stage order of the exact policy.
     stage_order order = stage_order::automatic;
-    /// Split every stage into this many equal consecutive stages, so that redistribution
-    /// overlaps at a finer grain (1 = off).
+    /// Exact policy: split every stage into this many consecutive stages, so that
+    /// redistribution overlaps at a finer grain (1 = off).
     int chunks = 1;
+    /// Quantum in bytes of the bottleneck and rail-packed policies: the matrix they decompose is
+    /// rounded up to multiples of it (the slack is padding, never sent). 0: quantum_fraction.
+    std::int64_t quantum = 0;
+    /// The default quantum: this fraction of the busiest line's average entry. Rounding then
+    /// costs about half of it per line, while a line needs far fewer stages than exact BvN.
+    double quantum_fraction = 0.1;
+    /// Ramps of the bottleneck and rail-packed policies (0: none). Balancing for a step and
+    /// redistribution after it run during the neighbouring steps; ramps keep consecutive steps
+    /// close enough in length that this scale-up work is expected to fill at most this share of
+    /// a neighbour's scale-up time, given the busiest sending and receiving GPUs' shares of
+    /// their servers' traffic.
+    double ramp = 0.5;
+    /// Steps are not cut shorter than this many alpha_out worth of bytes; the first and last
+    /// steps are about that long.
+    double min_step_alphas = 2.0;
+    /// Bottleneck and rail-packed policies: balancing for step k may happen in any of the
+    /// `window` steps before it, redistribution in any of the `window` steps after it.
+    int window = 2;
 };
-
-namespace detail {
-
-/// A stage schedule: on each rail, a sequence of slots; in a slot, server s sends bytes(s)
-/// to server perm(s) (perm(s) == s: idle). Slots are kept sorted by step.
-struct stage_schedule {
-    int servers = 0;
-    int rails = 0;
-    std::int32_t last_step = 0; ///< the last scale-out step (steps are 1-based)
-    std::vector<std::int32_t> perms; ///< permutations, servers each
-    struct slot {
-        std::int32_t rail = 0;
-        std::int32_t step = 0;
-        std::size_t perm = 0; ///< index of the permutation
-    };
-    std::vector<slot> slots;
-    std::vector<std::int64_t> bytes; ///< servers per slot
-
-    void clear(int s, int g) {
-        servers = s;
-        rails = g;
-        last_step = 0;
-        perms.clear();
-        slots.clear();
-        bytes.clear();
-    }
-    [[nodiscard]] std::span<const std::int32_t> perm_of(const slot& x) const noexcept {
-        return {perms.data() + x.perm * static_cast<std::size_t>(servers), static_cast<std::size_t>(servers)};
-    }
-    [[nodiscard]] std::span<const std::int64_t> bytes_of(std::size_t k) const noexcept {
-        return {bytes.data() + k * static_cast<std::size_t>(servers), static_cast<std::size_t>(servers)};
-    }
-};
-
-/// Per (server pair, rail) list of the slots that carry it, in step order (CSR).
-struct stream_slots {
-    std::vector<std::size_t> offsets;
-    std::vector<stream_slot> entries;
-
-    void build(const stage_schedule& sc) {
-        const auto s = static_cast<std::size_t>(sc.servers);
-        const auto g = static_cast<std::size_t>(sc.rails);
-        offsets.assign(s * s * g + 1, 0);
-        auto key = [&](std::size_t src, std::size_t dst, std::size_t rail) {
-            return (src * s + dst) * g + rail;
-        };
-        for (std::size_t k = 0; k < sc.slots.size(); ++k) {
-            const auto perm = sc.perm_of(sc.slots[k]);
-            const auto bytes = sc.bytes_of(k);
-            for (std::size_t src = 0; src < s; ++src)
-                if (bytes[src] > 0)
-                    ++offsets[key(src, static_cast<std::size_t>(perm[src]), static_cast<std::size_t>(sc.slots[k].rail)) + 1];
-        }
-        std::partial_sum(offsets.begin(), offsets.end(), offsets.begin());
-        entries.resize(offsets.back());
-        fill_.assign(offsets.begin(), offsets.end() - 1);
-        for (std::size_t k = 0; k < sc.slots.size(); ++k) {
-            const auto perm = sc.perm_of(sc.slots[k]);
-            const auto bytes = sc.bytes_of(k);
-            for (std::size_t src = 0; src < s; ++src)
-                if (bytes[src] > 0)
-                    entries[fill_[key(src, static_cast<std::size_t>(perm[src]), static_cast<std::size_t>(sc.slots[k].rail))]++] =
-                        stream_slot{sc.slots[k].step, bytes[src]};
-        }
-    }
-    [[nodiscard]] std::span<const stream_slot> of(std::size_t key) const noexcept {
-        return {entries.data() + offsets[key], offsets[key + 1] - offsets[key]};
-    }
-
-private:
-    std::vector<std::size_t> fill_;
-};
-
-} // namespace detail
 
 /// Plans All-to-All(v) traffic on one topology, reusing its buffers from call to call.
 class planner {
 public:
-    planner(const fast::topology& topo, plan_options options = {}) : topo_(topo), options_(options) {
+    explicit planner(const fast::topology& topo, plan_options options = {})
+        : topo_(topo), options_(options) {
         validate(topo_);
         if (options_.chunks < 1)
             throw invalid_argument("chunks must be at least 1, got " + std::to_string(options_.chunks));
+        if (options_.quantum < 0)
+            throw invalid_argument("quantum must be non-negative, got " + std::to_string(options_.quantum));
+        if (!(options_.ramp >= 0 && options_.ramp <= 1e6))
+            throw invalid_argument("ramp must be non-negative, got " + std::to_string(options_.ramp));
+        if (!(options_.quantum_fraction > 0 && options_.quantum_fraction <= 1e6))
+            throw invalid_argument("quantum_fraction must be positive, got " +
+                                   std::to_string(options_.quantum_fraction));
+        if (!(options_.min_step_alphas >= 0 && options_.min_step_alphas <= 1e6))
+            throw invalid_argument("min_step_alphas must be non-negative, got " +
+                                   std::to_string(options_.min_step_alphas));
+        if (options_.window < 1 || options_.window > detail::max_window)
+            throw invalid_argument("window must be between 1 and " + std::to_string(detail::max_window) +
+                                   ", got " + std::to_string(options_.window));
     }
 
     [[nodiscard]] const fast::topology& topology() const noexcept { return topo_; }
     [[nodiscard]] const plan_options& options() const noexcept { return options_; }
 
-    /// Plans `m` (validated against the topology). The returned reference stays valid until
-    /// the next call.
+    /// Plans `m` (validated against the topology). The reference stays valid until the next
+    /// call.
     const plan& make(const traffic_matrix& m) {
         validate_traffic(m, topo_);
         switch (options_.scheduler) {
@@ -179,37 +163,60 @@ public:
     }
 
 private:
-    // --- FAST, exact policy ----------------------------------------------------------------
-
     void make_fast(const traffic_matrix& m) {
+        switch (options_.policy) {
+        case policy::exact: make_exact(m); break;
+        case policy::bottleneck: make_bottleneck(m); break;
+        case policy::rail_packed: make_rail_packed(m); break;
+        }
+        plan_.scheduler = "fast";
+    }
+
+    // --- the paper ----------------------------------------------------------------------------
+
+    void make_exact(const traffic_matrix& m) {
         compute_shares(m);
-        decompose_server_matrix();
+        padded_ = server_;
+        detail::pad_flat(padded_, topo_.servers, row_deficit_, col_deficit_);
+        detail::decompose_flat(padded_, topo_.servers, matching_rule::any, matching_, stages_);
+        auto build = [&](stage_order order) {
+            order_stages(order);
+            detail::build_uniform_rails(stages_, sequence_, share_, topo_.gpus_per_server,
+                                        options_.chunks, left_, schedule_);
+            emit(m, detail::gather_timing::up_front, share_);
+        };
         if (options_.order == stage_order::automatic) {
-            order_stages(stage_order::ascending);
-            build_fast_plan(m);
+            build(stage_order::ascending);
             const double ascending = predict_us(plan_);
-            order_stages(stage_order::descending);
-            build_fast_plan(m);
-            if (ascending < predict_us(plan_)) {
-                order_stages(stage_order::ascending);
-                build_fast_plan(m);
-            }
+            build(stage_order::descending);
+            if (ascending < predict_us(plan_)) build(stage_order::ascending);
         } else {
-            order_stages(options_.order);
-            build_fast_plan(m);
+            build(options_.order);
         }
     }
 
-    // Balanced shares per (s, d, rail) and the per-GPU server matrix M(s, d) = ceil(t / G).
+    void order_stages(stage_order order) {
+        sequence_.resize(stages_.size());
+        std::iota(sequence_.begin(), sequence_.end(), std::size_t{0});
+        std::stable_sort(sequence_.begin(), sequence_.end(), [&](std::size_t x, std::size_t y) {
+            return order == stage_order::ascending ? stages_.weights[x] < stages_.weights[y]
+                                                   : stages_.weights[x] > stages_.weights[y];
+        });
+    }
+
+    // Balanced shares per (s, d, rail) and the per-GPU server matrix M(s, d) = ceil(t / G);
+    // also the pair totals t(s, d).
     void compute_shares(const traffic_matrix& m) {
-        const int s_count = topo_.servers;
-        const auto us = static_cast<std::size_t>(s_count);
+        const auto us = static_cast<std::size_t>(topo_.servers);
         const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
         const auto stride = static_cast<std::size_t>(topo_.ranks());
         share_.assign(us * us * ug, 0);
         server_.assign(us * us, 0);
+        pair_.assign(us * us, 0);
+        gpu_out_.assign(us * ug, 0);
+        gpu_in_.assign(us * ug, 0);
         own_.resize(ug);
-        order_.resize(ug);
+        rank_order_.resize(ug);
         for (std::size_t s = 0; s < us; ++s)
             for (std::size_t d = 0; d < us; ++d) {
                 if (s == d) continue;
@@ -222,102 +229,138 @@ private:
                 }
                 detail::balanced_shares(total, own_,
                                         std::span<std::int64_t>(share_.data() + (s * us + d) * ug, ug),
-                                        order_);
+                                        rank_order_);
                 server_[s * us + d] = detail::ceil_div(total, static_cast<std::int64_t>(ug));
-            }
-    }
-
-    void decompose_server_matrix() {
-        std::vector<std::int64_t>& a = padded_;
-        a = server_;
-        detail::pad_flat(a, topo_.servers, row_deficit_, col_deficit_);
-        detail::decompose_flat(a, topo_.servers, matching_rule::any, matching_, stages_);
-        base_order_.resize(stages_.size());
-        std::iota(base_order_.begin(), base_order_.end(), std::size_t{0});
-    }
-
-    void order_stages(stage_order order) {
-        stage_sequence_ = base_order_;
-        std::stable_sort(stage_sequence_.begin(), stage_sequence_.end(), [&](std::size_t x, std::size_t y) {
-            return order == stage_order::ascending ? stages_.weights[x] < stages_.weights[y]
-                                                   : stages_.weights[x] > stages_.weights[y];
-        });
-    }
-
-    // The paper's schedule: stage k (optionally in chunks) runs on every rail in step k + 1;
-    // each rail's GPU sends min(w_k, what it still carries to that server).
-    void build_exact_schedule() {
-        const int s_count = topo_.servers;
-        const int g = topo_.gpus_per_server;
-        const auto us = static_cast<std::size_t>(s_count);
-        const auto ug = static_cast<std::size_t>(g);
-        schedule_.clear(s_count, g);
-        left_ = share_;
-        std::int32_t step = 0;
-        for (const std::size_t k : stage_sequence_) {
-            const auto perm = stages_.perm(k);
-            const std::size_t perm_index = schedule_.perms.size() / us;
-            schedule_.perms.insert(schedule_.perms.end(), perm.begin(), perm.end());
-            const std::int64_t w = stages_.weights[k];
-            const auto chunks = static_cast<std::int64_t>(std::min<std::int64_t>(options_.chunks, w));
-            for (std::int64_t c = 0; c < chunks; ++c) {
-                const std::int64_t part = w / chunks + (c < w % chunks ? 1 : 0);
-                ++step;
-                for (std::size_t rail = 0; rail < ug; ++rail) {
-                    const std::size_t at = schedule_.bytes.size();
-                    schedule_.bytes.resize(at + us, 0);
-                    bool any = false;
-                    for (std::size_t s = 0; s < us; ++s) {
-                        const auto d = static_cast<std::size_t>(perm[s]);
-                        if (d == s) continue;
-                        std::int64_t& left = left_[(s * us + d) * ug + rail];
-                        const std::int64_t n = std::min(part, left);
-                        left -= n;
-                        schedule_.bytes[at + s] = n;
-                        any = any || n > 0;
-                    }
-                    if (!any) {
-                        schedule_.bytes.resize(at);
-                        continue;
-                    }
-                    schedule_.slots.push_back({static_cast<std::int32_t>(rail), step, perm_index});
+                pair_[s * us + d] = total;
+                for (std::size_t a = 0; a < ug; ++a) {
+                    gpu_out_[s * ug + a] += own_[a];
+                    for (std::size_t b = 0; b < ug; ++b) gpu_in_[d * ug + b] += tile[a * stride + b];
                 }
             }
-        }
-        schedule_.last_step = step;
     }
 
-    void build_fast_plan(const traffic_matrix& m) {
-        build_exact_schedule();
-        emit(m, detail::gather_timing::up_front, std::span<const std::int64_t>(share_));
-        plan_.scheduler = "fast";
+    // The ramp growth factors. A step of D bytes per NIC makes the busiest sending GPU of a
+    // server (share f of the server's outbound bytes) move about f (G - 1) D bytes over scale-up
+    // before it, the busiest receiving GPU about as much after it; spread over `window`
+    // neighbouring steps of D' bytes each with room D' B_up / B_out, that is at most `ramp` of
+    // the room when D / D' <= ramp * window * (B_up / B_out) / (f (G - 1)).
+    [[nodiscard]] std::pair<double, double> ramp_growth() const {
+        if (options_.ramp <= 0) return {0.0, 0.0};
+        const auto us = static_cast<std::size_t>(topo_.servers);
+        const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
+        double f_out = 1.0 / static_cast<double>(ug);
+        double f_in = f_out;
+        for (std::size_t s = 0; s < us; ++s) {
+            std::int64_t out = 0;
+            std::int64_t in = 0;
+            for (std::size_t a = 0; a < ug; ++a) {
+                out += gpu_out_[s * ug + a];
+                in += gpu_in_[s * ug + a];
+            }
+            for (std::size_t a = 0; a < ug; ++a) {
+                if (out > 0) f_out = std::max(f_out, static_cast<double>(gpu_out_[s * ug + a]) / static_cast<double>(out));
+                if (in > 0) f_in = std::max(f_in, static_cast<double>(gpu_in_[s * ug + a]) / static_cast<double>(in));
+            }
+        }
+        const double moved = std::max(1.0, static_cast<double>(ug) - 1.0);
+        const double room = options_.ramp * options_.window * topo_.scale_up_gbps / topo_.scale_out_gbps;
+        auto factor = [&](double f) { return std::clamp(room / (f * moved), 1.5, 16.0); };
+        return {factor(f_out), factor(f_in)};
+    }
+
+    // --- beyond the paper ---------------------------------------------------------------------
+
+    // The largest line sum of an S x S matrix.
+    [[nodiscard]] std::int64_t largest_line(const std::vector<std::int64_t>& a) const {
+        const auto us = static_cast<std::size_t>(topo_.servers);
+        std::int64_t best = 0;
+        for (std::size_t k = 0; k < us; ++k) {
+            std::int64_t row = 0;
+            std::int64_t col = 0;
+            for (std::size_t j = 0; j < us; ++j) {
+                row += a[k * us + j];
+                col += a[j * us + k];
+            }
+            best = std::max({best, row, col});
+        }
+        return best;
+    }
+
+    // The quantum for a matrix whose busiest line is `line`, shared by `lanes` rails.
+    [[nodiscard]] std::int64_t choose_quantum(std::int64_t line, int lanes) const {
+        if (options_.quantum > 0) return options_.quantum;
+        const double entry = static_cast<double>(line) / (std::max(1, topo_.servers) * lanes);
+        return std::max<std::int64_t>(1, static_cast<std::int64_t>(options_.quantum_fraction * entry));
+    }
+
+    [[nodiscard]] std::int64_t alpha_bytes(double alphas) const {
+        return static_cast<std::int64_t>(alphas * topo_.alpha_out_us * topo_.scale_out_gbps * 1e3);
+    }
+
+    void make_bottleneck(const traffic_matrix& m) {
+        compute_shares(m);
+        const std::int64_t q = choose_quantum(largest_line(server_), 1);
+        padded_ = server_;
+        detail::quantise(padded_, q);
+        detail::pad_flat(padded_, topo_.servers, row_deficit_, col_deficit_);
+        detail::decompose_flat(padded_, topo_.servers, matching_rule::bottleneck, matching_, stages_);
+        detail::scale_weights(stages_, q);
+        sequence_.resize(stages_.size());
+        std::iota(sequence_.begin(), sequence_.end(), std::size_t{0});
+        detail::build_uniform_rails(stages_, sequence_, share_, topo_.gpus_per_server, 1, left_, schedule_);
+        const auto [rise, fall] = ramp_growth();
+        detail::shape_steps(schedule_, rise, fall, alpha_bytes(options_.min_step_alphas));
+        emit(m, detail::gather_timing::windowed, share_);
+    }
+
+    void make_rail_packed(const traffic_matrix& m) {
+        compute_shares(m);
+        const int g = topo_.gpus_per_server;
+        const std::int64_t q = choose_quantum(largest_line(pair_), g);
+        padded_ = pair_;
+        detail::quantise(padded_, q);
+        detail::pad_flat(padded_, topo_.servers, row_deficit_, col_deficit_);
+        detail::decompose_flat(padded_, topo_.servers, matching_rule::bottleneck, matching_, stages_);
+        detail::scale_weights(stages_, q);
+        const std::int64_t min_step = alpha_bytes(options_.min_step_alphas);
+        detail::build_rail_packed(stages_, pair_, g, min_step, schedule_, left_, real_, scratch_order_);
+        const auto [rise, fall] = ramp_growth();
+        detail::shape_steps(schedule_, rise, fall, min_step);
+        // What each rail carries for each pair follows from the schedule.
+        slots_of_.build(schedule_);
+        const auto us = static_cast<std::size_t>(topo_.servers);
+        const auto ug = static_cast<std::size_t>(g);
+        capacity_.assign(us * us * ug, 0);
+        for (std::size_t k = 0; k < capacity_.size(); ++k) capacity_[k] = slots_of_.bytes(k);
+        emit(m, detail::gather_timing::windowed, capacity_);
     }
 
     // Turns the schedule into transfers: per server pair, assign the tile to rails with the
-    // given capacities and walk each rail's stream over its slots.
+    // given capacities and walk each rail's stream over its slots; then the intra-server blocks.
     void emit(const traffic_matrix& m, detail::gather_timing timing,
               std::span<const std::int64_t> capacity) {
-        const int s_count = topo_.servers;
-        const auto us = static_cast<std::size_t>(s_count);
+        const auto us = static_cast<std::size_t>(topo_.servers);
         const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
         slots_of_.build(schedule_);
-        builder_.start(m, topo_, schedule_.last_step + 1);
+        detail::step_lengths(schedule_, step_bytes_);
+        builder_.start(m, topo_, schedule_.last_step, timing, options_.window, step_bytes_);
         rails_.resize(ug);
         for (std::size_t s = 0; s < us; ++s)
             for (std::size_t d = 0; d < us; ++d) {
+                if (s == d) continue;
                 builder_.load_tile(static_cast<int>(s), static_cast<int>(d));
-                if (s == d) {
-                    builder_.emit_intra_tile(1);
-                    continue;
-                }
                 for (auto& r : rails_) r.clear();
                 detail::assign_tile(builder_.tile(), builder_.tile_stride(), topo_.gpus_per_server,
                                     capacity.subspan((s * us + d) * ug, ug), tile_ws_,
-                                    std::span<std::vector<piece>>(rails_));
+                                    std::span<std::vector<piece>>(rails_), builder_.destination_heat());
                 for (std::size_t rail = 0; rail < ug; ++rail)
                     builder_.emit_stream(static_cast<int>(rail), rails_[rail],
-                                         slots_of_.of((s * us + d) * ug + rail), timing);
+                                         slots_of_.of((s * us + d) * ug + rail));
             }
+        for (std::size_t s = 0; s < us; ++s) {
+            builder_.load_tile(static_cast<int>(s), static_cast<int>(s));
+            builder_.emit_intra_tile();
+        }
         plan_.topology = topo_;
         plan_.one_to_one_scale_out = true;
         builder_.finish(plan_);
@@ -334,10 +377,28 @@ private:
             for (std::size_t j = 0; j < ur; ++j)
                 if (!topo_.same_server(static_cast<int>(i), static_cast<int>(j)))
                     a[i * ur + j] = m(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j));
+        // The same quantised bottleneck decomposition as FAST's, on the GPU-level matrix.
+        std::int64_t line = 0;
+        for (std::size_t i = 0; i < ur; ++i) {
+            std::int64_t row = 0;
+            std::int64_t col = 0;
+            for (std::size_t j = 0; j < ur; ++j) {
+                row += a[i * ur + j];
+                col += a[j * ur + i];
+            }
+            line = std::max({line, row, col});
+        }
+        const std::int64_t q = options_.quantum > 0
+                                   ? options_.quantum
+                                   : std::max<std::int64_t>(1, static_cast<std::int64_t>(
+                                                                   options_.quantum_fraction *
+                                                                   static_cast<double>(line) / r));
+        detail::quantise(a, q);
         detail::pad_flat(a, r, row_deficit_, col_deficit_);
         detail::decompose_flat(a, r, matching_rule::bottleneck, matching_, stages_);
-        // Every rank is its own "server" with one rail: reuse the stream machinery with G = 1.
-        // Blocks go straight from send to recv, min(w, left) per stage, largest stages first.
+        detail::scale_weights(stages_, q);
+        // Blocks go straight from send to recv, min(w, left) per stage, largest stages first;
+        // intra-server blocks during the first stage.
         const alltoallv_layout l = make_packed_layout(m);
         plan_ = plan{};
         plan_.topology = topo_;
@@ -349,7 +410,15 @@ private:
         for (std::size_t i = 0; i < ur; ++i)
             for (std::size_t j = 0; j < ur; ++j)
                 left_[i * ur + j] = m(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j));
-        // Step 1 also carries the intra-server blocks.
+        auto add_intra = [&] {
+            for (std::size_t i = 0; i < ur; ++i)
+                for (std::size_t j = 0; j < ur; ++j)
+                    if (topo_.same_server(static_cast<int>(i), static_cast<int>(j)) && left_[i * ur + j] > 0) {
+                        plan_.transfers.push_back(detail::block_transfer(
+                            l, topo_, static_cast<int>(i), static_cast<int>(j), left_[i * ur + j]));
+                        left_[i * ur + j] = 0;
+                    }
+        };
         bool first = true;
         for (std::size_t k = 0; k < stages_.size(); ++k) {
             const auto perm = stages_.perm(k);
@@ -366,28 +435,15 @@ private:
                 left_[i * ur + j] -= n;
                 plan_.transfers.push_back(t);
             }
-            if (first) {
-                for (std::size_t i = 0; i < ur; ++i)
-                    for (std::size_t j = 0; j < ur; ++j)
-                        if (topo_.same_server(static_cast<int>(i), static_cast<int>(j)) && left_[i * ur + j] > 0) {
-                            plan_.transfers.push_back(detail::block_transfer(
-                                l, topo_, static_cast<int>(i), static_cast<int>(j), left_[i * ur + j]));
-                            left_[i * ur + j] = 0;
-                        }
-            }
             if (plan_.transfers.size() > before) {
+                if (first) add_intra();
                 plan_.end_step();
                 first = false;
             }
         }
         if (first) { // no inter-server traffic at all
-            const std::size_t before = plan_.transfers.size();
-            for (std::size_t i = 0; i < ur; ++i)
-                for (std::size_t j = 0; j < ur; ++j)
-                    if (left_[i * ur + j] > 0)
-                        plan_.transfers.push_back(detail::block_transfer(
-                            l, topo_, static_cast<int>(i), static_cast<int>(j), left_[i * ur + j]));
-            if (plan_.transfers.size() > before) plan_.end_step();
+            add_intra();
+            if (!plan_.transfers.empty()) plan_.end_step();
         }
     }
 
@@ -397,16 +453,22 @@ private:
     // Buffers kept between calls.
     std::vector<std::int64_t> share_;
     std::vector<std::int64_t> server_;
+    std::vector<std::int64_t> pair_;
+    std::vector<std::int64_t> gpu_out_; // per GPU: inter-server bytes sent
+    std::vector<std::int64_t> gpu_in_;  // per GPU: inter-server bytes received
+    std::vector<std::int64_t> capacity_;
     std::vector<std::int64_t> own_;
-    std::vector<int> order_;
+    std::vector<int> rank_order_;
     std::vector<std::int64_t> padded_;
     std::vector<std::int64_t> row_deficit_;
     std::vector<std::int64_t> col_deficit_;
     std::vector<std::int64_t> left_;
+    std::vector<std::int64_t> real_;
+    std::vector<std::size_t> scratch_order_;
     bipartite_matching matching_;
     decomposition stages_;
-    std::vector<std::size_t> base_order_;
-    std::vector<std::size_t> stage_sequence_;
+    std::vector<std::size_t> sequence_;
+    std::vector<std::int64_t> step_bytes_;
     detail::stage_schedule schedule_;
     detail::stream_slots slots_of_;
     detail::plan_builder builder_;

@@ -76,7 +76,7 @@ struct verification {
 namespace detail {
 
 /// A contiguous run of one block's bytes: block (origin -> final), starting at block_offset.
-struct piece {
+struct block_run {
     std::int64_t length = 0;
     std::int64_t block_offset = 0;
     int origin = 0;
@@ -197,7 +197,7 @@ struct access {
     std::vector<std::size_t> in_peer_step(static_cast<std::size_t>(r), SIZE_MAX);
     std::vector<int> out_peer(static_cast<std::size_t>(r), -1);
     std::vector<int> in_peer(static_cast<std::size_t>(r), -1);
-    std::vector<detail::piece> pieces;
+    std::vector<detail::block_run> pieces;
     std::vector<std::size_t> piece_begin;
     std::vector<detail::access> accesses;
 
@@ -363,7 +363,7 @@ struct access {
             const transfer& t = p.transfers[i];
             std::int64_t pos = t.dst_offset;
             for (std::size_t q = piece_begin[i - first]; q < piece_begin[i - first + 1]; ++q) {
-                const detail::piece& pc = pieces[q];
+                const detail::block_run& pc = pieces[q];
                 if (t.dst_buffer == buffer::recv) {
                     const std::int64_t want = layout.recv_displ(pc.origin, pc.final) + pc.block_offset;
                     if (pc.final != t.dst || want != pos)

@@ -9,11 +9,21 @@
 //     is the final GPU; bytes that land on their final GPU go straight into recv.
 // Consecutive slices that are contiguous at both ends merge into one transfer.
 //
-// Scratch: a region written in step w and read in step w + 1 lives in one of two arenas by the
-// parity of w (landing and gather regions kept apart), so a rank's scratch is reused every other
-// step; bytes gathered up front (the paper's balancing step) get a region of their own. Offsets
-// are relative to a region until every region's size is known; the region is kept in the top
-// bits of the offset and resolved when the steps are concatenated.
+// When scale-up work happens:
+//   - up front (the paper): every gather in step 0, every redistribution in the step after its
+//     scale-out, intra-server blocks in step 1;
+//   - in windows: the gathers for step k in one of steps k - W .. k - 1, the redistribution of
+//     step k in one of k + 1 .. k + W, intra-server blocks in any scale-out step; each goes to the
+//     step where both of its GPUs' scale-up ports have the most room left under that step's
+//     scale-out (greedy, in emission order).
+//
+// Scratch: a region is read at most W + 1 steps after it is written, so regions live in W + 1
+// arenas by step (gathers by the step that reads them, landings by the step that writes them),
+// and each arena is reused every W + 1 steps; bytes gathered up front get a region of their own.
+// Within one step an arena region of a rank has one writer stream (scale-out is one-to-one), so
+// a cursor per slot places bytes. Offsets are relative to their region until all sizes are
+// known; each bucket keeps the regions of its transfers' scratch ends beside it until finish()
+// resolves them.
 
 #include <algorithm>
 #include <cstdint>
@@ -21,26 +31,14 @@
 #include <vector>
 
 #include "../balance.hpp"
+#include "checked.hpp"
 #include "../error.hpp"
 #include "../plan.hpp"
 #include "../traffic.hpp"
 
 namespace fast::detail {
 
-enum class region : std::uint8_t { landing_even, gather_even, landing_odd, gather_odd, staged };
-inline constexpr int region_count = 5;
-inline constexpr int region_shift = 58;
-inline constexpr std::int64_t region_mask = (std::int64_t{1} << region_shift) - 1;
-
-[[nodiscard]] constexpr std::int64_t encode_offset(region r, std::int64_t rel) noexcept {
-    return (static_cast<std::int64_t>(r) << region_shift) | rel;
-}
-[[nodiscard]] constexpr region landing_region(std::int32_t step) noexcept {
-    return step % 2 == 0 ? region::landing_even : region::landing_odd;
-}
-[[nodiscard]] constexpr region gather_region(std::int32_t step) noexcept {
-    return step % 2 == 0 ? region::gather_even : region::gather_odd;
-}
+inline constexpr int max_window = 64;
 
 /// One slot's share of a (pair, rail) stream: `bytes` leave in scale-out step `step`.
 struct stream_slot {
@@ -48,42 +46,39 @@ struct stream_slot {
     std::int64_t bytes = 0;
 };
 
-/// Where balanced bytes are gathered: in the step before their scale-out step (overlapped
-/// with the previous stage), or all in step 0 (the paper's balancing step).
-enum class gather_timing { just_in_time, up_front };
+/// When balancing and redistribution happen (see the file comment).
+enum class gather_timing { windowed, up_front };
 
 /// Exclusive prefix sums of the matrix at server granularity: send displacement of the first
 /// block rank r sends to server d, and receive displacement of the first block rank r receives
 /// from server s. With the tile itself, every block's packed displacement follows. O(R^2).
 struct layout_index {
-    int ranks = 0;
-    int servers = 0;
     std::vector<std::int64_t> send_server; // R x S
     std::vector<std::int64_t> recv_server; // R x S
 
     void build(const traffic_matrix& m, const topology& topo) {
-        ranks = topo.ranks();
-        servers = topo.servers;
-        const auto r = static_cast<std::size_t>(ranks);
-        const auto s = static_cast<std::size_t>(servers);
+        const auto r = static_cast<std::size_t>(topo.ranks());
+        const auto s = static_cast<std::size_t>(topo.servers);
         const auto g = static_cast<std::size_t>(topo.gpus_per_server);
         send_server.resize(r * s);
         recv_server.resize(r * s);
-        std::vector<std::int64_t>& col = column_sums_;
-        col.assign(r, 0);
+        column_sums_.assign(r, 0);
         const std::int64_t* data = m.data();
         for (std::size_t row = 0; row < r; ++row) {
             if (row % g == 0)
-                for (std::size_t c = 0; c < r; ++c) recv_server[c * s + row / g] = col[c];
+                for (std::size_t c = 0; c < r; ++c) recv_server[c * s + row / g] = column_sums_[c];
             const std::int64_t* line = data + row * r;
             std::int64_t acc = 0;
             for (std::size_t c = 0; c < r; ++c) {
                 if (c % g == 0) send_server[row * s + c / g] = acc;
                 acc += line[c];
-                col[c] += line[c];
+                column_sums_[c] += line[c];
             }
         }
     }
+
+    /// Bytes each rank receives in all (valid after build).
+    [[nodiscard]] const std::vector<std::int64_t>& column_sums() const noexcept { return column_sums_; }
 
 private:
     std::vector<std::int64_t> column_sums_;
@@ -92,16 +87,32 @@ private:
 /// Builds a plan's transfers step by step; reusable across plans (buffers keep their capacity).
 class plan_builder {
 public:
-    void start(const traffic_matrix& m, const topology& topo, std::int32_t last_step) {
+    /// Starts a plan with steps 0 .. last_step + 1 (step 0 and the step after the last
+    /// scale-out step carry only scale-up work). `step_bytes[k]` is the length of scale-out step
+    /// k in bytes (k = 1 .. last_step), the room scale-up work may fill at B_up / B_out.
+    void start(const traffic_matrix& m, const topology& topo, std::int32_t last_step,
+               gather_timing timing, int window, std::span<const std::int64_t> step_bytes) {
+        if (window < 1 || window > max_window)
+            throw invalid_argument("window must be between 1 and " + std::to_string(max_window) +
+                                   ", got " + std::to_string(window));
         m_ = &m;
         topo_ = topo;
         g_ = topo.gpus_per_server;
+        timing_ = timing;
+        window_ = timing == gather_timing::up_front ? 1 : window;
+        last_ = last_step;
         index_.build(m, topo);
-        const std::size_t steps = static_cast<std::size_t>(last_step) + 1;
-        if (buckets_.size() < steps) buckets_.resize(steps);
-        for (std::size_t k = 0; k < steps; ++k) buckets_[k].clear();
-        steps_ = steps;
-        region_size_.assign(static_cast<std::size_t>(topo.ranks()) * region_count, 0);
+        steps_ = static_cast<std::size_t>(last_step) + 2;
+        if (buckets_.size() < steps_) buckets_.resize(steps_);
+        for (std::size_t k = 0; k < steps_; ++k) buckets_[k].clear();
+        regions_ = 1 + 2 * (window_ + 1);
+        region_size_.assign(static_cast<std::size_t>(topo.ranks()) * static_cast<std::size_t>(regions_), 0);
+        const double ratio = topo.scale_up_gbps / topo.scale_out_gbps;
+        capacity_.assign(steps_, 0.0);
+        for (std::size_t k = 1; k < steps_ && k < step_bytes.size(); ++k)
+            capacity_[k] = static_cast<double>(step_bytes[k]) * ratio;
+        if (timing == gather_timing::windowed)
+            up_load_.assign(static_cast<std::size_t>(topo.ranks()) * steps_ * 2, 0);
         const auto ug = static_cast<std::size_t>(g_);
         send_at_.resize(ug * ug);
         recv_at_.resize(ug * ug);
@@ -134,40 +145,51 @@ public:
     }
 
     [[nodiscard]] const std::int64_t* tile() const noexcept { return tile_; }
+    /// How much each GPU of the loaded tile's destination server receives in all.
+    [[nodiscard]] std::span<const std::int64_t> destination_heat() const noexcept {
+        return {index_.column_sums().data() + static_cast<std::size_t>(d_) * static_cast<std::size_t>(g_),
+                static_cast<std::size_t>(g_)};
+    }
     [[nodiscard]] std::size_t tile_stride() const noexcept { return static_cast<std::size_t>(topo_.ranks()); }
 
-    /// Direct scale-up copies of the loaded (intra-server) tile, all in `step`.
-    void emit_intra_tile(std::int32_t step) {
+    /// Direct scale-up copies of the loaded (intra-server) tile: in step 1 up front, else each
+    /// block in the scale-out step with the most room for both of its ports.
+    void emit_intra_tile() {
         const auto ug = static_cast<std::size_t>(g_);
         const std::size_t stride = tile_stride();
+        const std::int32_t first = 1;
+        const std::int32_t last = std::max(1, last_);
         for (std::size_t a = 0; a < ug; ++a)
             for (std::size_t b = 0; b < ug; ++b) {
                 const std::int64_t n = tile_[a * stride + b];
                 if (n == 0) continue;
-                emit(step, rank(s_, a), buffer::send, send_at_[a * ug + b], rank(d_, b), buffer::recv,
-                     recv_at_[a * ug + b], n, tier::scale_up);
+                const int src = rank(s_, a);
+                const int dst = rank(d_, b);
+                const std::int32_t step =
+                    timing_ == gather_timing::up_front ? 1 : roomiest(src, dst, first, last, false);
+                emit(step, src, buffer::send, no_region, send_at_[a * ug + b], dst, buffer::recv,
+                     no_region, recv_at_[a * ug + b], n, tier::scale_up);
             }
     }
 
     /// Emits the (pair, rail) stream `pieces` of the loaded tile over `slots` (in step order;
     /// their bytes must add up to the pieces' bytes).
-    void emit_stream(int rail, std::span<const piece> pieces, std::span<const stream_slot> slots,
-                     gather_timing timing) {
+    void emit_stream(int rail, std::span<const piece> pieces, std::span<const stream_slot> slots) {
         const auto ug = static_cast<std::size_t>(g_);
         const auto ui = static_cast<std::size_t>(rail);
         const int carrier = rank(s_, ui);
         const int receiver = rank(d_, ui);
+        const bool up_front = timing_ == gather_timing::up_front;
         std::size_t p = 0;
         std::int64_t used = 0; // bytes of pieces[p] already sent
         for (const stream_slot& slot : slots) {
-            const std::int32_t gather_step = timing == gather_timing::up_front ? 0 : slot.step - 1;
-            const region g_region = timing == gather_timing::up_front ? region::staged
-                                                                      : gather_region(gather_step);
-            const region l_region = landing_region(slot.step);
-            std::int64_t& staged = size_of(carrier, region::staged);
-            std::int64_t gathered = timing == gather_timing::up_front ? staged : 0;
+            const std::uint8_t g_region = up_front ? 0 : gather_region(slot.step);
+            const std::uint8_t l_region = landing_region(slot.step);
+            std::int64_t gathered = up_front ? size_of(carrier, 0) : 0;
             std::int64_t landed = 0;
             std::int64_t left = slot.bytes;
+            std::int32_t run_origin = -1; // the origin whose gathers share run_step
+            std::int32_t run_step = 0;
             while (left > 0) {
                 if (p >= pieces.size())
                     throw invalid_argument("internal: a stream has fewer bytes than its slots");
@@ -177,24 +199,36 @@ public:
                 const auto b = static_cast<std::size_t>(pc.final);
                 const std::int64_t at = pc.offset + used;
                 buffer src_buf = buffer::send;
+                std::uint8_t src_region = no_region;
                 std::int64_t src_off = send_at_[a * ug + b] + at;
                 if (a != ui) {
-                    const std::int64_t off = encode_offset(g_region, gathered);
-                    emit(gather_step, rank(s_, a), buffer::send, src_off, carrier, buffer::scratch,
-                         off, n, tier::scale_up);
+                    const int origin = rank(s_, a);
+                    if (pc.origin != run_origin) {
+                        run_origin = pc.origin;
+                        run_step = up_front ? 0
+                                            : roomiest(origin, carrier, std::max(0, slot.step - window_),
+                                                       slot.step - 1, true);
+                    }
+                    emit(run_step, origin, buffer::send, no_region, src_off, carrier, buffer::scratch,
+                         g_region, gathered, n, tier::scale_up);
                     src_buf = buffer::scratch;
-                    src_off = off;
+                    src_region = g_region;
+                    src_off = gathered;
                     gathered += n;
                 }
                 if (b == ui) {
-                    emit(slot.step, carrier, src_buf, src_off, receiver, buffer::recv,
+                    emit(slot.step, carrier, src_buf, src_region, src_off, receiver, buffer::recv, no_region,
                          recv_at_[a * ug + b] + at, n, tier::scale_out);
                 } else {
-                    const std::int64_t off = encode_offset(l_region, landed);
-                    emit(slot.step, carrier, src_buf, src_off, receiver, buffer::scratch, off, n,
-                         tier::scale_out);
-                    emit(slot.step + 1, receiver, buffer::scratch, off, rank(d_, b), buffer::recv,
-                         recv_at_[a * ug + b] + at, n, tier::scale_up);
+                    emit(slot.step, carrier, src_buf, src_region, src_off, receiver, buffer::scratch,
+                         l_region, landed, n, tier::scale_out);
+                    const int final_rank = rank(d_, b);
+                    const std::int32_t step =
+                        up_front ? slot.step + 1
+                                 : roomiest(receiver, final_rank, slot.step + 1,
+                                            std::min(slot.step + window_, last_ + 1), false);
+                    emit(step, receiver, buffer::scratch, l_region, landed, final_rank, buffer::recv,
+                         no_region, recv_at_[a * ug + b] + at, n, tier::scale_up);
                     landed += n;
                 }
                 used += n;
@@ -204,14 +238,10 @@ public:
                     used = 0;
                 }
             }
-            if (timing == gather_timing::up_front) {
-                staged = gathered;
-            } else {
-                std::int64_t& g = size_of(carrier, g_region);
-                g = std::max(g, gathered);
-            }
-            std::int64_t& l = size_of(receiver, l_region);
-            l = std::max(l, landed);
+            std::int64_t& gs = size_of(carrier, g_region);
+            gs = std::max(gs, gathered);
+            std::int64_t& ls = size_of(receiver, l_region);
+            ls = std::max(ls, landed);
         }
     }
 
@@ -219,16 +249,15 @@ public:
     /// regions and resolves the region-relative offsets.
     void finish(plan& out) {
         const auto r = static_cast<std::size_t>(topo_.ranks());
+        const auto q_count = static_cast<std::size_t>(regions_);
         out.scratch_bytes.assign(r, 0);
-        // Region bases per rank, in region order.
         for (std::size_t k = 0; k < r; ++k) {
             std::int64_t base = 0;
-            for (int q = 0; q < region_count; ++q) {
-                std::int64_t& size = region_size_[k * region_count + static_cast<std::size_t>(q)];
+            for (std::size_t q = 0; q < q_count; ++q) {
+                std::int64_t& size = region_size_[k * q_count + q];
                 const std::int64_t n = size;
-                if (n > region_mask) throw invalid_argument("scratch of one rank exceeds 2^58 bytes");
-                size = base; // now the base
-                base += n;
+                size = base; // from now on: the region's base
+                base = checked_add(base, n, "scratch of one rank");
             }
             out.scratch_bytes[k] = base;
         }
@@ -238,10 +267,12 @@ public:
         out.transfers.reserve(total);
         out.step_offsets.assign(1, 0);
         for (std::size_t k = 0; k < steps_; ++k) {
-            if (buckets_[k].empty()) continue;
-            for (transfer t : buckets_[k]) {
-                if (t.src_buffer == buffer::scratch) t.src_offset = resolve(t.src, t.src_offset);
-                if (t.dst_buffer == buffer::scratch) t.dst_offset = resolve(t.dst, t.dst_offset);
+            const bucket& b = buckets_[k];
+            if (b.empty()) continue;
+            for (std::size_t i = 0; i < b.size(); ++i) {
+                transfer t = b.transfers[i];
+                if (b.src_region[i] != no_region) t.src_offset += base_of(t.src, b.src_region[i]);
+                if (b.dst_region[i] != no_region) t.dst_offset += base_of(t.dst, b.dst_region[i]);
                 out.transfers.push_back(t);
             }
             out.end_step();
@@ -252,22 +283,59 @@ private:
     [[nodiscard]] int rank(int server, std::size_t local) const noexcept {
         return server * g_ + static_cast<int>(local);
     }
-    std::int64_t& size_of(int rank, region q) noexcept {
-        return region_size_[static_cast<std::size_t>(rank) * region_count + static_cast<std::size_t>(q)];
+    // Region 0: bytes gathered up front; then W + 1 gather arenas (by the reading step), then
+    // W + 1 landing arenas (by the writing step).
+    [[nodiscard]] std::uint8_t gather_region(std::int32_t read_step) const noexcept {
+        return static_cast<std::uint8_t>(1 + read_step % (window_ + 1));
     }
-    [[nodiscard]] std::int64_t resolve(int rank, std::int64_t encoded) const noexcept {
-        const auto q = static_cast<std::size_t>(encoded >> region_shift);
-        return region_size_[static_cast<std::size_t>(rank) * region_count + q] + (encoded & region_mask);
+    [[nodiscard]] std::uint8_t landing_region(std::int32_t write_step) const noexcept {
+        return static_cast<std::uint8_t>(2 + window_ + write_step % (window_ + 1));
+    }
+    std::int64_t& size_of(int rank, int region) noexcept {
+        return region_size_[static_cast<std::size_t>(rank) * static_cast<std::size_t>(regions_) +
+                            static_cast<std::size_t>(region)];
+    }
+    [[nodiscard]] std::int64_t base_of(int rank, std::uint8_t region) const noexcept {
+        return region_size_[static_cast<std::size_t>(rank) * static_cast<std::size_t>(regions_) + region];
     }
 
-    void emit(std::int32_t step, int src, buffer sb, std::int64_t so, int dst, buffer db,
-              std::int64_t dof, std::int64_t bytes, tier t) {
-        std::vector<transfer>& bucket = buckets_[static_cast<std::size_t>(step)];
-        if (!bucket.empty()) {
-            transfer& last = bucket.back();
+    // Scale-up room of `rank`'s send (or receive) port in step k.
+    [[nodiscard]] double room(int rank, std::int32_t k, bool receive) const noexcept {
+        const auto uk = static_cast<std::size_t>(k);
+        return capacity_[uk] -
+               static_cast<double>(up_load_[(static_cast<std::size_t>(rank) * steps_ + uk) * 2 + (receive ? 1 : 0)]);
+    }
+
+    // The step in [first, last] with the most room for src's send and dst's receive port; ties
+    // go to the latest step when `late` (gathers: less time in scratch), else the earliest.
+    [[nodiscard]] std::int32_t roomiest(int src, int dst, std::int32_t first, std::int32_t last,
+                                        bool late) const noexcept {
+        std::int32_t best = late ? last : first;
+        double best_room = -1e300;
+        for (std::int32_t j = first; j <= last; ++j) {
+            const std::int32_t k = late ? last - (j - first) : j;
+            const double r = std::min(room(src, k, false), room(dst, k, true));
+            if (r > best_room) {
+                best_room = r;
+                best = k;
+            }
+        }
+        return best;
+    }
+
+    void emit(std::int32_t step, int src, buffer sb, std::uint8_t sr, std::int64_t so, int dst,
+              buffer db, std::uint8_t dr, std::int64_t dof, std::int64_t bytes, tier t) {
+        if (t == tier::scale_up && !up_load_.empty()) {
+            const auto k = static_cast<std::size_t>(step);
+            up_load_[(static_cast<std::size_t>(src) * steps_ + k) * 2] += bytes;
+            up_load_[(static_cast<std::size_t>(dst) * steps_ + k) * 2 + 1] += bytes;
+        }
+        bucket& b = buckets_[static_cast<std::size_t>(step)];
+        if (!b.empty()) {
+            transfer& last = b.transfers.back();
             if (last.src == src && last.dst == dst && last.tier == t && last.src_buffer == sb &&
-                last.dst_buffer == db && last.src_offset + last.bytes == so &&
-                last.dst_offset + last.bytes == dof) {
+                last.dst_buffer == db && b.src_region.back() == sr && b.dst_region.back() == dr &&
+                last.src_offset + last.bytes == so && last.dst_offset + last.bytes == dof) {
                 last.bytes += bytes;
                 return;
             }
@@ -281,7 +349,9 @@ private:
         x.tier = t;
         x.src_buffer = sb;
         x.dst_buffer = db;
-        bucket.push_back(x);
+        b.transfers.push_back(x);
+        b.src_region.push_back(sr);
+        b.dst_region.push_back(dr);
     }
 
     const traffic_matrix* m_ = nullptr;
@@ -289,12 +359,33 @@ private:
     int g_ = 1;
     int s_ = 0;
     int d_ = 0;
+    gather_timing timing_ = gather_timing::windowed;
+    int window_ = 1;
+    std::int32_t last_ = 0;
+    int regions_ = 0;
     const std::int64_t* tile_ = nullptr;
     layout_index index_;
     std::vector<std::int64_t> send_at_;
     std::vector<std::int64_t> recv_at_;
-    std::vector<std::vector<transfer>> buckets_;
+    // A step's transfers and, beside each, the scratch regions of its source and destination
+    // (no_region where the end is not in scratch), resolved in finish().
+    struct bucket {
+        std::vector<transfer> transfers;
+        std::vector<std::uint8_t> src_region;
+        std::vector<std::uint8_t> dst_region;
+        void clear() {
+            transfers.clear();
+            src_region.clear();
+            dst_region.clear();
+        }
+        [[nodiscard]] bool empty() const noexcept { return transfers.empty(); }
+        [[nodiscard]] std::size_t size() const noexcept { return transfers.size(); }
+    };
+    static constexpr std::uint8_t no_region = 255;
+    std::vector<bucket> buckets_;
     std::size_t steps_ = 0;
+    std::vector<double> capacity_;       // per step: scale-up bytes that fit under its scale-out
+    std::vector<std::int64_t> up_load_;  // rank x step x {send, receive}: scale-up bytes placed
     std::vector<std::int64_t> region_size_;
 };
 

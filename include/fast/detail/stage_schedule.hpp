@@ -1,0 +1,361 @@
+#pragma once
+// Stage schedules: which server sends how many bytes to which server, on which rail, in which
+// scale-out step. Rails (GPU i of every server) are independent one-to-one fabrics, so each
+// rail has its own sequence of slots; in a slot, every server sends to at most one server and
+// receives from at most one (a permutation).
+//
+// Builders:
+//  - uniform rails (the paper): every stage runs on all G rails in the same step, each GPU
+//    sending its balanced share;
+//  - rail packing: the stages of the server-level matrix are dealt to rails so that each rail
+//    carries 1/G of the volume with about 1/G of the stages;
+// and ramps, which split each rail's first and last slot so that the balancing before the first
+// stage and the redistribution after the last one are small.
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <span>
+#include <vector>
+
+#include "../bvn.hpp"
+#include "plan_builder.hpp"
+
+namespace fast::detail {
+
+struct stage_schedule {
+    int servers = 0;
+    int rails = 0;
+    std::int32_t last_step = 0; ///< the last scale-out step (steps are 1-based)
+    std::vector<std::int32_t> perms; ///< permutations, `servers` entries each
+    struct slot {
+        std::int32_t rail = 0;
+        std::int32_t step = 0;
+        std::size_t perm = 0;  ///< index of the permutation
+        std::size_t bytes = 0; ///< index of the slot's bytes (servers entries)
+    };
+    std::vector<slot> slots;
+    std::vector<std::int64_t> bytes; ///< per slot and server: bytes it sends in the slot
+
+    void clear(int s, int g) {
+        servers = s;
+        rails = g;
+        last_step = 0;
+        perms.clear();
+        slots.clear();
+        bytes.clear();
+    }
+    [[nodiscard]] std::span<const std::int32_t> perm_of(const slot& x) const noexcept {
+        return {perms.data() + x.perm * static_cast<std::size_t>(servers), static_cast<std::size_t>(servers)};
+    }
+    [[nodiscard]] std::span<const std::int64_t> bytes_of(const slot& x) const noexcept {
+        return {bytes.data() + x.bytes * static_cast<std::size_t>(servers), static_cast<std::size_t>(servers)};
+    }
+    [[nodiscard]] std::span<std::int64_t> bytes_of(const slot& x) noexcept {
+        return {bytes.data() + x.bytes * static_cast<std::size_t>(servers), static_cast<std::size_t>(servers)};
+    }
+    /// The slot's duration in bytes: its busiest sender's bytes.
+    [[nodiscard]] std::int64_t longest(const slot& x) const noexcept {
+        std::int64_t n = 0;
+        for (const std::int64_t b : bytes_of(x)) n = std::max(n, b);
+        return n;
+    }
+    std::size_t add_perm(std::span<const std::int32_t> p) {
+        perms.insert(perms.end(), p.begin(), p.end());
+        return perms.size() / static_cast<std::size_t>(servers) - 1;
+    }
+    std::size_t add_bytes() {
+        bytes.resize(bytes.size() + static_cast<std::size_t>(servers), 0);
+        return bytes.size() / static_cast<std::size_t>(servers) - 1;
+    }
+};
+
+/// Per (server pair, rail), the slots that carry it, in step order (CSR, key (s * S + d) * G + i).
+class stream_slots {
+public:
+    void build(const stage_schedule& sc) {
+        const auto s = static_cast<std::size_t>(sc.servers);
+        const auto g = static_cast<std::size_t>(sc.rails);
+        offsets_.assign(s * s * g + 1, 0);
+        order_.resize(sc.slots.size());
+        std::iota(order_.begin(), order_.end(), std::size_t{0});
+        std::stable_sort(order_.begin(), order_.end(), [&](std::size_t x, std::size_t y) {
+            return sc.slots[x].step < sc.slots[y].step;
+        });
+        auto key = [&](std::size_t src, std::int32_t dst, std::int32_t rail) {
+            return (src * s + static_cast<std::size_t>(dst)) * g + static_cast<std::size_t>(rail);
+        };
+        for (const auto& x : sc.slots) {
+            const auto perm = sc.perm_of(x);
+            const auto bytes = sc.bytes_of(x);
+            for (std::size_t src = 0; src < s; ++src)
+                if (bytes[src] > 0) ++offsets_[key(src, perm[src], x.rail) + 1];
+        }
+        std::partial_sum(offsets_.begin(), offsets_.end(), offsets_.begin());
+        entries_.resize(offsets_.back());
+        fill_.assign(offsets_.begin(), offsets_.end() - 1);
+        for (const std::size_t k : order_) {
+            const auto& x = sc.slots[k];
+            const auto perm = sc.perm_of(x);
+            const auto bytes = sc.bytes_of(x);
+            for (std::size_t src = 0; src < s; ++src)
+                if (bytes[src] > 0) entries_[fill_[key(src, perm[src], x.rail)]++] = stream_slot{x.step, bytes[src]};
+        }
+    }
+    [[nodiscard]] std::span<const stream_slot> of(std::size_t key) const noexcept {
+        return {entries_.data() + offsets_[key], offsets_[key + 1] - offsets_[key]};
+    }
+    /// Total bytes of the (pair, rail) stream `key`.
+    [[nodiscard]] std::int64_t bytes(std::size_t key) const noexcept {
+        std::int64_t n = 0;
+        for (const stream_slot& x : of(key)) n += x.bytes;
+        return n;
+    }
+
+private:
+    std::vector<std::size_t> offsets_;
+    std::vector<stream_slot> entries_;
+    std::vector<std::size_t> fill_;
+    std::vector<std::size_t> order_;
+};
+
+/// The paper's layout: stage k of `stages` (taken in `sequence` order, each split into
+/// `chunks` consecutive parts) runs on every rail in its own step; rail i of server s sends
+/// min(part, what it still carries to P(s)), from the per-rail budgets `share`
+/// ((s * S + d) * G + i). Slots in which a rail sends nothing are left out.
+inline void build_uniform_rails(const decomposition& stages, std::span<const std::size_t> sequence,
+                                std::span<const std::int64_t> share, int g, int chunks,
+                                std::vector<std::int64_t>& left, stage_schedule& out) {
+    const int s_count = stages.n;
+    const auto us = static_cast<std::size_t>(s_count);
+    const auto ug = static_cast<std::size_t>(g);
+    out.clear(s_count, g);
+    left.assign(share.begin(), share.end());
+    std::int32_t step = 0;
+    for (const std::size_t k : sequence) {
+        const auto perm = stages.perm(k);
+        const std::size_t perm_index = out.add_perm(perm);
+        const std::int64_t w = stages.weights[k];
+        const std::int64_t parts = std::min<std::int64_t>(chunks, w);
+        for (std::int64_t c = 0; c < parts; ++c) {
+            const std::int64_t part = w / parts + (c < w % parts ? 1 : 0);
+            ++step;
+            for (std::size_t rail = 0; rail < ug; ++rail) {
+                const std::size_t b = out.add_bytes();
+                bool any = false;
+                for (std::size_t s = 0; s < us; ++s) {
+                    const auto d = static_cast<std::size_t>(perm[s]);
+                    if (d == s) continue;
+                    std::int64_t& l = left[(s * us + d) * ug + rail];
+                    const std::int64_t n = std::min(part, l);
+                    l -= n;
+                    out.bytes[b * us + s] = n;
+                    any = any || n > 0;
+                }
+                if (!any) {
+                    out.bytes.resize(b * us);
+                    continue;
+                }
+                out.slots.push_back({static_cast<std::int32_t>(rail), step, perm_index, b});
+            }
+        }
+    }
+    out.last_step = step;
+}
+
+/// Rail packing. `stages` decompose the server-level matrix (total bytes per server pair,
+/// `pair_bytes`, s * S + d), largest stages first. Each pair's bytes fill its stages in that
+/// order (min(weight, what is left)); a stage lasts as long as its busiest server's bytes.
+///
+/// Steps are time-aligned across rails: balancing and redistribution are scale-up transfers
+/// between GPUs of different rails, which couples the rails at every step, so a rail running a
+/// short slot would only wait for the others. Each step therefore gives all G rails a slot of the
+/// same duration D: the largest D at which the remaining stage pieces fill G cells (a piece of
+/// duration w fills floor(w / D) of them, a "water level"). Below `min_step` bytes a step's alpha
+/// outweighs keeping every rail busy: pieces are then not split finer, each takes a cell whole
+/// and some rails may idle. Steps come out longest first, numbered from 1.
+inline void build_rail_packed(const decomposition& stages, std::span<const std::int64_t> pair_bytes,
+                              int g, std::int64_t min_step, stage_schedule& out,
+                              std::vector<std::int64_t>& left, std::vector<std::int64_t>& real,
+                              std::vector<std::size_t>& order) {
+    const int s_count = stages.n;
+    const auto us = static_cast<std::size_t>(s_count);
+    const std::size_t k_count = stages.size();
+    out.clear(s_count, g);
+    left.assign(pair_bytes.begin(), pair_bytes.end());
+    real.assign(k_count * us, 0);
+    std::vector<std::int64_t> duration(k_count, 0);
+    for (std::size_t k = 0; k < k_count; ++k) {
+        const auto perm = stages.perm(k);
+        for (std::size_t s = 0; s < us; ++s) {
+            const auto d = static_cast<std::size_t>(perm[s]);
+            if (d == s) continue;
+            const std::int64_t n = std::min(stages.weights[k], left[s * us + d]);
+            left[s * us + d] -= n;
+            real[k * us + s] = n;
+            duration[k] = std::max(duration[k], n);
+        }
+    }
+    std::vector<std::size_t> perm_of(k_count);
+    for (std::size_t k = 0; k < k_count; ++k) perm_of[k] = out.add_perm(stages.perm(k));
+    order.clear();
+    for (std::size_t k = 0; k < k_count; ++k)
+        if (duration[k] > 0) order.push_back(k);
+    const auto cells_at = [&](std::int64_t d) {
+        std::int64_t n = 0;
+        for (const std::size_t k : order) n += duration[k] / d;
+        return n;
+    };
+    std::int32_t step = 0;
+    while (!order.empty()) {
+        std::stable_sort(order.begin(), order.end(),
+                         [&](std::size_t x, std::size_t y) { return duration[x] > duration[y]; });
+        // The water level: the largest D with at least G cells.
+        const std::int64_t want = g;
+        std::int64_t lo = 1;
+        std::int64_t hi = duration[order.front()];
+        while (lo < hi) {
+            const std::int64_t mid = lo + (hi - lo + 1) / 2;
+            if (cells_at(mid) >= want) lo = mid; else hi = mid - 1;
+        }
+        const std::int64_t level = std::max(lo, std::min(min_step, duration[order.front()]));
+        ++step;
+        int rail = 0;
+        for (const std::size_t k : order) {
+            if (rail >= g) break;
+            std::int64_t cells = std::min<std::int64_t>(duration[k] / level, g - rail);
+            if (cells == 0) {
+                if (level == lo) continue; // shorter than a full cell: a later, shorter step
+                cells = 1;                 // below min_step: takes a cell whole
+            }
+            std::int64_t* stage_real = real.data() + k * us;
+            for (std::int64_t c = 0; c < cells; ++c) {
+                const std::int64_t part = level;
+                const std::size_t b = out.add_bytes();
+                std::int64_t longest = 0;
+                for (std::size_t s = 0; s < us; ++s) {
+                    const std::int64_t n = std::min(part, stage_real[s]);
+                    stage_real[s] -= n;
+                    out.bytes[b * us + s] = n;
+                    longest = std::max(longest, stage_real[s]);
+                }
+                duration[k] = longest;
+                out.slots.push_back({static_cast<std::int32_t>(rail), step, perm_of[k], b});
+                ++rail;
+                if (duration[k] == 0) break;
+            }
+        }
+        order.erase(std::remove_if(order.begin(), order.end(), [&](std::size_t k) { return duration[k] == 0; }),
+                    order.end());
+    }
+    out.last_step = step;
+}
+
+/// The longest slot of each step, in bytes (index 0 unused).
+inline void step_lengths(const stage_schedule& sc, std::vector<std::int64_t>& length) {
+    length.assign(static_cast<std::size_t>(sc.last_step) + 1, 0);
+    for (const auto& x : sc.slots)
+        length[static_cast<std::size_t>(x.step)] = std::max(length[static_cast<std::size_t>(x.step)], sc.longest(x));
+}
+
+/// Orders the steps as a pyramid and adds ramps.
+///
+/// During step k a GPU's scale-up fabric balances the bytes of step k + 1 and redistributes
+/// those of step k - 1 at B_up / B_out times the scale-out rate; only the balancing before the
+/// first step and the redistribution after the last one are exposed. So: the longest steps go
+/// in the middle and the shortest at both ends (a pyramid), then every step on the rising side
+/// is at most `rise` times its predecessor (balancing for the next step must fit under it) and
+/// every step on the falling side at most `fall` times its successor (redistribution of the
+/// previous step must fit under it), with the first and last steps at most `edge` bytes; longer
+/// steps are split (the split-off part keeps the slot's permutation, each server sending
+/// min(part, its bytes)). Steps are renumbered 1, 2, ...
+inline void shape_steps(stage_schedule& sc, double rise, double fall, std::int64_t edge) {
+    const auto us = static_cast<std::size_t>(sc.servers);
+    const auto k_count = static_cast<std::size_t>(sc.last_step);
+    if (sc.slots.empty()) return;
+    // Slots of each step, and each step's length.
+    std::vector<std::vector<std::size_t>> steps(k_count);
+    for (std::size_t j = 0; j < sc.slots.size(); ++j)
+        steps[static_cast<std::size_t>(sc.slots[j].step - 1)].push_back(j);
+    steps.erase(std::remove_if(steps.begin(), steps.end(), [](const auto& v) { return v.empty(); }), steps.end());
+    auto length = [&](const std::vector<std::size_t>& v) {
+        std::int64_t n = 0;
+        for (const std::size_t j : v) n = std::max(n, sc.longest(sc.slots[j]));
+        return n;
+    };
+    std::stable_sort(steps.begin(), steps.end(), [&](const auto& x, const auto& y) { return length(x) < length(y); });
+    std::vector<std::vector<std::size_t>> rising;
+    std::vector<std::vector<std::size_t>> falling;
+    for (std::size_t j = 0; j < steps.size(); ++j) (j % 2 == 0 ? rising : falling).push_back(std::move(steps[j]));
+    // rising is ascending; falling (ascending too) is walked from the end backwards.
+    std::vector<std::int64_t> lengths;
+    // Splits `amount` off every slot of `step` into a new step.
+    auto carve = [&](std::vector<std::size_t>& step, std::int64_t amount) {
+        std::vector<std::size_t> part;
+        for (const std::size_t j : step) {
+            const auto x = sc.slots[j];
+            const std::size_t b = sc.add_bytes();
+            std::int64_t* nb = sc.bytes.data() + b * us;
+            std::int64_t* xb = sc.bytes.data() + x.bytes * us;
+            for (std::size_t s = 0; s < us; ++s) {
+                nb[s] = std::min(amount, xb[s]);
+                xb[s] -= nb[s];
+            }
+            sc.slots.push_back({x.rail, 0, x.perm, b});
+            part.push_back(sc.slots.size() - 1);
+        }
+        return part;
+    };
+    // Makes an ascending list of steps grow by at most `growth` from `edge`.
+    auto ramp = [&](std::vector<std::vector<std::size_t>>& side, double growth) {
+        std::vector<std::vector<std::size_t>> out;
+        std::int64_t limit = edge;
+        for (auto& step : side) {
+            while (growth > 1 && length(step) > limit && limit > 0) {
+                // Carve `limit` off unless that would leave a shorter remainder behind it; then
+                // cut the step in two equal halves instead (each under the limit).
+                const std::int64_t n = length(step);
+                const std::int64_t cut = n - limit >= limit ? limit : n / 2;
+                out.push_back(carve(step, cut));
+                limit = static_cast<std::int64_t>(growth * static_cast<double>(cut));
+            }
+            const std::int64_t n = length(step);
+            if (n > 0) out.push_back(std::move(step));
+            limit = std::max(limit, static_cast<std::int64_t>(growth * static_cast<double>(n)));
+        }
+        side = std::move(out);
+    };
+    // The peak (the longest step) belongs to the rising side; the falling side ramps towards the
+    // end, so it is built ascending from the last step backwards.
+    if (!falling.empty() && !rising.empty() && length(falling.back()) > length(rising.back()))
+        std::swap(falling.back(), rising.back());
+    ramp(rising, rise);
+    ramp(falling, fall);
+    std::int32_t number = 0;
+    for (const auto& step : rising) {
+        ++number;
+        for (const std::size_t j : step) sc.slots[j].step = number;
+    }
+    for (auto it = falling.rbegin(); it != falling.rend(); ++it) {
+        ++number;
+        for (const std::size_t j : *it) sc.slots[j].step = number;
+    }
+    sc.slots.erase(std::remove_if(sc.slots.begin(), sc.slots.end(),
+                                  [&](const stage_schedule::slot& x) { return sc.longest(x) == 0; }),
+                   sc.slots.end());
+    sc.last_step = number;
+}
+
+/// Divides every entry of the n x n matrix `a` by `quantum`, rounding up.
+inline void quantise(std::vector<std::int64_t>& a, std::int64_t quantum) {
+    for (std::int64_t& v : a) v = v / quantum + (v % quantum != 0 ? 1 : 0);
+}
+
+/// Multiplies every stage weight by `quantum` (weights of a quantised decomposition).
+inline void scale_weights(decomposition& d, std::int64_t quantum) {
+    for (std::int64_t& w : d.weights) {
+        if (__builtin_mul_overflow(w, quantum, &w)) w = INT64_MAX;
+    }
+}
+
+} // namespace fast::detail
