@@ -6,8 +6,9 @@
 ///
 /// GPU i of s sends only to GPU i of d (rail-aligned). A byte of block (a -> b) carried by GPU i
 /// moves over scale-up at most twice: a -> i before it leaves s (balancing) and i -> b after it
-/// lands in d (redistribution). Assignment prefers the moves that cost nothing: a GPU keeps its
-/// own bytes, and bytes sent by a GPU on the rail of their final GPU need no redistribution.
+/// lands in d (redistribution). Assignment prefers moves that cost less: a rail first takes its
+/// own diagonal block (no move), then bytes whose final GPU is on it (no redistribution: the
+/// receiving side is where skewed MoE traffic concentrates), then its own bytes (no balancing).
 
 #include <algorithm>
 #include <cstdint>
@@ -118,7 +119,7 @@ void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
         ws.consumed[k] += n;
         ws.room[rail] -= n;
     };
-    // Free moves first: a rail keeps its own bytes, then takes bytes whose final GPU is on it.
+    // Cheap moves first: the diagonal block, bytes landing on the rail's GPU, the rail's own.
     for (std::size_t i = 0; i < ug; ++i) take(i, i, i);
     for (std::size_t i = 0; i < ug; ++i)
         for (std::size_t a = 0; a < ug; ++a)

@@ -155,8 +155,8 @@ TEST_CASE("bad options and mismatched matrices are named") {
     o.window = 0;
     CHECK_THROWS_WITH(planner(t, o), Catch::Contains("window must be between 1 and"));
     o = {};
-    o.ramp = 0.5;
-    CHECK_THROWS_WITH(planner(t, o), Catch::Contains("ramp must be 0 (off) or above 1"));
+    o.ramp = -1;
+    CHECK_THROWS_WITH(planner(t, o), Catch::Contains("ramp must be non-negative"));
     o = {};
     o.quantum = -3;
     CHECK_THROWS_WITH(planner(t, o), Catch::Contains("quantum must be non-negative, got -3"));
