@@ -7,8 +7,8 @@
 /// GPU i of s sends only to GPU i of d (rail-aligned). A byte of block (a -> b) carried by GPU i
 /// moves over scale-up at most twice: a -> i before it leaves s (balancing) and i -> b after it
 /// lands in d (redistribution). Assignment prefers moves that cost less: a rail first takes its
-/// own diagonal block (no move), then bytes whose final GPU is on it (no redistribution: the
-/// receiving side is where skewed MoE traffic concentrates), then its own bytes (no balancing).
+/// own diagonal block (no move), then its own bytes (no balancing) and bytes whose final GPU is
+/// on it (no redistribution), in the order the caller prefers.
 
 #include <algorithm>
 #include <cstdint>
@@ -93,6 +93,12 @@ struct tile_workspace {
     }
 };
 
+/// Which cheap move a rail prefers after its own diagonal block.
+enum class rail_preference {
+    own_first,     ///< keep its own bytes (least balancing: the paper's up-front step is exposed)
+    landing_first, ///< bytes whose final GPU is on the rail (least redistribution)
+};
+
 /// Assigns the bytes of a G x G tile (block (a, b) at tile[a * stride + b]) to G rails with
 /// capacities `capacity` (summing to the tile total). Appends each rail's pieces, in stream
 /// order (see stream_before; `heat` may be empty), to out[rail]. Every byte is assigned exactly
@@ -100,7 +106,8 @@ struct tile_workspace {
 template <class PieceList>
 void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
                  std::span<const std::int64_t> capacity, tile_workspace& ws,
-                 std::span<PieceList> out, std::span<const std::int64_t> heat = {}) {
+                 std::span<PieceList> out, std::span<const std::int64_t> heat = {},
+                 rail_preference preference = rail_preference::own_first) {
     ws.resize(g);
     const auto ug = static_cast<std::size_t>(g);
     for (std::size_t a = 0; a < ug; ++a)
@@ -119,14 +126,26 @@ void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
         ws.consumed[k] += n;
         ws.room[rail] -= n;
     };
-    // Cheap moves first: the diagonal block, bytes landing on the rail's GPU, the rail's own.
+    // Cheap moves first: the diagonal block, then the rail's own bytes and the bytes landing on
+    // its GPU, in the order of `preference`.
     for (std::size_t i = 0; i < ug; ++i) take(i, i, i);
-    for (std::size_t i = 0; i < ug; ++i)
-        for (std::size_t a = 0; a < ug; ++a)
-            if (a != i) take(i, a, i);
-    for (std::size_t i = 0; i < ug; ++i)
-        for (std::size_t b = 0; b < ug; ++b)
-            if (b != i) take(i, i, b);
+    auto take_own = [&] {
+        for (std::size_t i = 0; i < ug; ++i)
+            for (std::size_t b = 0; b < ug; ++b)
+                if (b != i) take(i, i, b);
+    };
+    auto take_landing = [&] {
+        for (std::size_t i = 0; i < ug; ++i)
+            for (std::size_t a = 0; a < ug; ++a)
+                if (a != i) take(i, a, i);
+    };
+    if (preference == rail_preference::own_first) {
+        take_own();
+        take_landing();
+    } else {
+        take_landing();
+        take_own();
+    }
     // The rest fills the rails with room, in order.
     std::size_t rail = 0;
     for (std::size_t k = 0; k < ug * ug; ++k) {

@@ -183,7 +183,7 @@ private:
             order_stages(order);
             detail::build_uniform_rails(stages_, sequence_, share_, topo_.gpus_per_server,
                                         options_.chunks, left_, schedule_);
-            emit(m, detail::gather_timing::up_front, share_);
+            emit(m, detail::gather_timing::up_front, share_, detail::rail_preference::own_first);
         };
         if (options_.order == stage_order::automatic) {
             build(stage_order::ascending);
@@ -310,7 +310,7 @@ private:
         detail::build_uniform_rails(stages_, sequence_, share_, topo_.gpus_per_server, 1, left_, schedule_);
         const auto [rise, fall] = ramp_growth();
         detail::shape_steps(schedule_, rise, fall, alpha_bytes(options_.min_step_alphas));
-        emit(m, detail::gather_timing::windowed, share_);
+        emit(m, detail::gather_timing::windowed, share_, detail::rail_preference::own_first);
     }
 
     void make_rail_packed(const traffic_matrix& m) {
@@ -332,13 +332,13 @@ private:
         const auto ug = static_cast<std::size_t>(g);
         capacity_.assign(us * us * ug, 0);
         for (std::size_t k = 0; k < capacity_.size(); ++k) capacity_[k] = slots_of_.bytes(k);
-        emit(m, detail::gather_timing::windowed, capacity_);
+        emit(m, detail::gather_timing::windowed, capacity_, detail::rail_preference::landing_first);
     }
 
     // Turns the schedule into transfers: per server pair, assign the tile to rails with the
     // given capacities and walk each rail's stream over its slots; then the intra-server blocks.
     void emit(const traffic_matrix& m, detail::gather_timing timing,
-              std::span<const std::int64_t> capacity) {
+              std::span<const std::int64_t> capacity, detail::rail_preference preference) {
         const auto us = static_cast<std::size_t>(topo_.servers);
         const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
         slots_of_.build(schedule_);
@@ -352,7 +352,8 @@ private:
                 for (auto& r : rails_) r.clear();
                 detail::assign_tile(builder_.tile(), builder_.tile_stride(), topo_.gpus_per_server,
                                     capacity.subspan((s * us + d) * ug, ug), tile_ws_,
-                                    std::span<std::vector<piece>>(rails_), builder_.destination_heat());
+                                    std::span<std::vector<piece>>(rails_), builder_.destination_heat(),
+                                    preference);
                 for (std::size_t rail = 0; rail < ug; ++rail)
                     builder_.emit_stream(static_cast<int>(rail), rails_[rail],
                                          slots_of_.of((s * us + d) * ug + rail));

@@ -39,7 +39,7 @@ TEST_CASE("every byte of every inter-server tile is carried exactly once, in equ
     }
 }
 
-TEST_CASE("a rail first takes the bytes that land on its own GPU, then keeps its own") {
+TEST_CASE("a GPU keeps its own bytes up to its share; moves go to rails of their final GPU") {
     // Server 0 (2 GPUs) sends to server 1: GPU 0 has 10 bytes for GPU 1 of server 1, GPU 1 has 2.
     const topology t = make_topology(2, 2);
     traffic_matrix m = traffic_matrix::Zero(4, 4);
@@ -47,14 +47,27 @@ TEST_CASE("a rail first takes the bytes that land on its own GPU, then keeps its
     m(1, 3) = 2;
     const balanced_traffic b = balance(m, t);
     CHECK(b.server_matrix(0, 1) == 6);
-    // Rail 1 (share 6) keeps its own 2 bytes, which are on their final rail, and takes 4 of
-    // GPU 0's bytes, which land on their final GPU too: no redistribution for rail 1 at all.
-    const auto rail1 = b.carried(0, 1, 1);
-    REQUIRE(rail1.size() == 2);
-    CHECK(rail1[0] == piece{0, 4, 0, 1}); // moved over scale-up, lands on its final GPU
-    CHECK(rail1[1] == piece{0, 2, 1, 1}); // its own, on its own rail: no move at all
-    // Rail 0 keeps the other 6 of its own bytes; they are redistributed after landing.
+    // Rail 0 keeps 6 of its own 10; the other 4 move to rail 1, which is the final GPU's rail,
+    // so nothing needs redistribution there.
     const auto rail0 = b.carried(0, 1, 0);
     REQUIRE(rail0.size() == 1);
-    CHECK(rail0[0] == piece{4, 6, 0, 1});
+    CHECK(rail0[0] == piece{0, 6, 0, 1});
+    const auto rail1 = b.carried(0, 1, 1);
+    REQUIRE(rail1.size() == 2);
+    CHECK(rail1[0] == piece{6, 4, 0, 1}); // moved: needs balancing, lands on its final GPU
+    CHECK(rail1[1] == piece{0, 2, 1, 1}); // its own, on its own rail: no move at all
+}
+
+TEST_CASE("with landing_first a rail takes the bytes that land on its GPU before its own") {
+    const std::int64_t tile[4] = {0, 10, 0, 2}; // 2 x 2 tile: GPU 0 -> 1: 10 bytes, GPU 1 -> 1: 2
+    const std::int64_t capacity[2] = {6, 6};
+    detail::tile_workspace ws;
+    std::vector<piece> rails[2];
+    detail::assign_tile(tile, 2, 2, std::span<const std::int64_t>(capacity), ws,
+                        std::span<std::vector<piece>>(rails), {}, detail::rail_preference::landing_first);
+    REQUIRE(rails[1].size() == 2);
+    CHECK(rails[1][0] == piece{0, 4, 0, 1});
+    CHECK(rails[1][1] == piece{0, 2, 1, 1});
+    REQUIRE(rails[0].size() == 1);
+    CHECK(rails[0][0] == piece{4, 6, 0, 1});
 }

@@ -1,0 +1,19 @@
+#pragma once
+/// \file fast.hpp
+/// Umbrella header: everything a user of the planner needs. (plan_json.hpp, which needs
+/// nlohmann-json, is included separately.)
+
+#include "balance.hpp"
+#include "baselines.hpp"
+#include "bvn.hpp"
+#include "cost.hpp"
+#include "error.hpp"
+#include "layout.hpp"
+#include "matching.hpp"
+#include "matrix_io.hpp"
+#include "plan.hpp"
+#include "planner.hpp"
+#include "topology.hpp"
+#include "traffic.hpp"
+#include "verify.hpp"
+#include "workload.hpp"

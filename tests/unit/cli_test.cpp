@@ -1,0 +1,177 @@
+// fast-plan end to end: the table, plan files, verify, and one clear line for each bad input.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <sys/wait.h>
+
+namespace {
+
+struct result {
+    int status = -1;
+    std::string output; // stdout and stderr
+};
+
+result run(const std::string& args) {
+    const char* exe = std::getenv("FAST_PLAN");
+    REQUIRE(exe != nullptr);
+    const std::string command = std::string(exe) + " " + args + " 2>&1";
+    FILE* pipe = popen(command.c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    result r;
+    char buffer[4096];
+    std::size_t n = 0;
+    while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) r.output.append(buffer, n);
+    const int status = pclose(pipe);
+    r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+}
+
+std::string temp_path(const std::string& name) {
+    const char* dir = std::getenv("TMPDIR");
+    return std::string(dir ? dir : "/tmp") + "/fast_cli_test_" + std::to_string(::getpid()) + "_" + name;
+}
+
+std::size_t lines(const std::string& s) {
+    std::size_t n = 0;
+    for (const char c : s) n += c == '\n' ? 1 : 0;
+    return n;
+}
+
+nlohmann::json load(const std::string& path) {
+    std::ifstream in(path);
+    return nlohmann::json::parse(in);
+}
+
+void save(const nlohmann::json& j, const std::string& path) {
+    std::ofstream out(path);
+    out << j.dump(1);
+}
+
+} // namespace
+
+TEST_CASE("the default run plans, verifies and prints the table") {
+    const result r = run("");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.output, Catch::Contains("4 servers x 8 GPUs"));
+    CHECK_THAT(r.output, Catch::Contains("fast (rail-packed)"));
+    CHECK_THAT(r.output, Catch::Contains("yes"));
+    const result c = run("--compare --servers 2 --gpus 4");
+    INFO(c.output);
+    CHECK(c.status == 0);
+    for (const char* name : {"fast (exact)", "fast (bottleneck)", "fast-unbalanced", "spreadout", "direct"})
+        CHECK_THAT(c.output, Catch::Contains(name));
+    CHECK_THAT(run("--help").output, Catch::Contains("--workload"));
+}
+
+TEST_CASE("plan -> JSON -> fast-plan verify is OK for every scheduler") {
+    for (const char* s : {"fast", "fast-unbalanced", "direct", "spreadout"}) {
+        for (const char* policy : {"rail-packed", "bottleneck", "exact"}) {
+            const std::string file = temp_path(std::string(s) + "_" + policy + ".json");
+            const result made = run(std::string("--servers 3 --gpus 4 --workload zipf:1.1 --bytes-per-gpu 64M --scheduler ") +
+                                    s + " --policy " + policy + " --repeat 3 --json " + file);
+            INFO(made.output);
+            REQUIRE(made.status == 0);
+            const result checked = run("verify " + file);
+            INFO(checked.output);
+            CHECK(checked.status == 0);
+            CHECK_THAT(checked.output, Catch::Contains(": OK: "));
+            CHECK(load(file)["summary"]["planning_time_us"].get<double>() > 0);
+            std::remove(file.c_str());
+            if (std::string(s) != "fast") break; // the policy applies to fast only
+        }
+    }
+}
+
+TEST_CASE("hand-corrupted plan files are rejected with the right message") {
+    const std::string file = temp_path("plan.json");
+    REQUIRE(run("--servers 2 --gpus 2 --workload uniform --bytes-per-gpu 3000 --scheduler direct --json " + file).status == 0);
+    const nlohmann::json good = load(file);
+    REQUIRE(good["one_to_one_scale_out"] == false);
+
+    SECTION("a byte moved: the last byte of a transfer lands one byte further") {
+        nlohmann::json j = good;
+        nlohmann::json& t = j["steps"][0]["transfers"][1];
+        const long long n = t["bytes"].get<long long>();
+        t["bytes"] = n - 1;
+        nlohmann::json moved = t;
+        moved["bytes"] = 1;
+        moved["src_offset"] = t["src_offset"].get<long long>() + n - 1;
+        moved["dst_offset"] = t["dst_offset"].get<long long>() + n; // one byte off
+        j["steps"].push_back({{"transfers", nlohmann::json::array({moved})}});
+        save(j, file);
+        const result r = run("verify " + file);
+        INFO(r.output);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.output, Catch::Contains("wrong place: step 1"));
+    }
+    SECTION("a transfer dropped: bytes never delivered") {
+        nlohmann::json j = good;
+        j["steps"][0]["transfers"].erase(0);
+        save(j, file);
+        const result r = run("verify " + file);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.output, Catch::Contains("not delivered"));
+    }
+    SECTION("an incast step in a plan that claims to be incast-free") {
+        nlohmann::json j = good;
+        j["one_to_one_scale_out"] = true; // direct sends everything at once: ranks 2 and 3 both receive from 0 and 1
+        save(j, file);
+        const result r = run("verify " + file);
+        INFO(r.output);
+        CHECK(r.status == 1);
+        CHECK((r.output.find("incast") != std::string::npos || r.output.find("fan-out") != std::string::npos));
+    }
+    SECTION("malformed files") {
+        std::ofstream(file) << "{\"format\": \"fast-plan/1\", \"topology\": 3}";
+        const result r = run("verify " + file);
+        CHECK(r.status == 1);
+        CHECK(lines(r.output) == 1);
+        CHECK_THAT(r.output, Catch::Contains("topology: expected an object"));
+    }
+    std::remove(file.c_str());
+}
+
+TEST_CASE("bad input exits non-zero with one clear line") {
+    const std::string matrix = temp_path("m.txt");
+    std::ofstream(matrix) << "0 1 2\n3 4 5\n6 7 8\n";
+    const std::string negative = temp_path("neg.txt");
+    std::ofstream(negative) << "0 -1\n2 3\n";
+    const std::string words = temp_path("words.txt");
+    std::ofstream(words) << "0 x\n2 3\n";
+    struct bad {
+        std::string args;
+        const char* says;
+    };
+    const bad cases[] = {
+        {"--servers 0", "servers must be at least 1, got 0"},
+        {"--servers abc", "--servers"},
+        {"--gpus -3", "gpus_per_server must be at least 1, got -3"},
+        {"--preset a100", "unknown preset 'a100'"},
+        {"--scheduler fastest", "unknown scheduler 'fastest'"},
+        {"--policy greedy", "unknown policy 'greedy'"},
+        {"--workload gauss", "unknown workload 'gauss'"},
+        {"--bytes-per-gpu 12Q", "--bytes-per-gpu: '12Q' has an unknown suffix"},
+        {"--workload file:/nonexistent/m.txt", "cannot open matrix file '/nonexistent/m.txt'"},
+        {"--workload file:" + matrix + " --servers 2 --gpus 2", "row has 3 entries, expected 4"},
+        {"--workload file:" + negative + " --servers 1 --gpus 2", "'-1' is negative"},
+        {"--workload file:" + words + " --servers 1 --gpus 2", "'x' is not a non-negative integer"},
+        {"--workload file:" + matrix + "@5 --servers 1 --gpus 3", "matrix index 5 is out of range"},
+        {"--scale-out-gbps -5", "scale_out_gbps must be positive"},
+        {"--repeat 0", "--repeat"},
+        {"verify /nonexistent/plan.json", "cannot open plan file"},
+    };
+    for (const bad& b : cases) {
+        const result r = run(b.args);
+        INFO(b.args << " -> " << r.output);
+        CHECK(r.status != 0);
+        CHECK(lines(r.output) == 1);
+        CHECK_THAT(r.output, Catch::Contains(b.says));
+    }
+    for (const std::string& f : {matrix, negative, words}) std::remove(f.c_str());
+}

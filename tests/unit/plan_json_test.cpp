@@ -1,0 +1,95 @@
+#include "../support.hpp"
+
+#include <fast/planner.hpp>
+#include <fast/plan_json.hpp>
+
+#include <sstream>
+
+using namespace fast;
+
+namespace {
+std::string to_json(const plan& p, const traffic_matrix& m) {
+    std::ostringstream out;
+    write_plan_json(out, p, m, summarize(p, m, 12.5));
+    return out.str();
+}
+plan_document from_json(const std::string& text) {
+    std::istringstream in(text);
+    return read_plan_json(in, "p");
+}
+} // namespace
+
+TEST_CASE("plans round-trip through fast-plan/1 unchanged, for every scheduler") {
+    for (std::uint64_t seed = 0; seed < 60; ++seed) {
+        const auto c = fast::test::make_random_case(seed);
+        for (const scheduler s : {scheduler::fast, scheduler::fast_unbalanced, scheduler::direct, scheduler::spreadout}) {
+            plan_options o;
+            o.scheduler = s;
+            const plan p = make_plan(c.matrix, c.topo, o);
+            fast::test::check_plan(p, c.matrix);
+            const plan_document doc = from_json(to_json(p, c.matrix));
+            CHECK(doc.plan == p);
+            CHECK(doc.matrix == c.matrix);
+            CHECK(doc.summary.planning_time_us == 12.5);
+            CHECK(doc.summary.steps == p.steps());
+            fast::test::check_plan(doc.plan, doc.matrix);
+        }
+    }
+}
+
+TEST_CASE("bad plan files name the field that is wrong") {
+    const topology t = make_topology(2, 2);
+    const traffic_matrix m = make_uniform(t, 300);
+    const std::string good = to_json(make_plan(m, t), m);
+    auto nj = nlohmann::json::parse(good);
+    auto reject = [](const nlohmann::json& j, const std::string& what) {
+        CHECK_THROWS_WITH(from_json(j.dump()), Catch::Contains(what));
+    };
+    CHECK_THROWS_WITH(from_json("{not json"), Catch::Contains("p: not valid JSON"));
+    CHECK_THROWS_WITH(from_json("[]"), Catch::Contains("p: expected an object"));
+    {
+        auto j = nj;
+        j["format"] = "fast-plan/2";
+        reject(j, "p.format: \"fast-plan/2\" is not \"fast-plan/1\"");
+    }
+    {
+        auto j = nj;
+        j["topology"].erase("servers");
+        reject(j, "p.topology: missing \"servers\"");
+    }
+    {
+        auto j = nj;
+        j["matrix"][1][0] = -4;
+        reject(j, "p.matrix[1][0]: -4 is out of range");
+    }
+    {
+        auto j = nj;
+        j["matrix"].erase(0);
+        reject(j, "p.matrix: expected 4 rows");
+    }
+    {
+        auto j = nj;
+        j["steps"][0]["transfers"][0]["tier"] = "nvlink";
+        reject(j, "p.steps[0].transfers[0].tier: expected \"scale_up\" or \"scale_out\", got \"nvlink\"");
+    }
+    {
+        auto j = nj;
+        j["steps"][0]["transfers"][0]["dst"] = 7;
+        reject(j, "p.steps[0].transfers[0].dst: 7 is out of range [0, 3]");
+    }
+    {
+        auto j = nj;
+        j["steps"][0]["transfers"][0]["src_buffer"] = "heap";
+        reject(j, "src_buffer: expected \"send\", \"recv\" or \"scratch\", got \"heap\"");
+    }
+    {
+        auto j = nj;
+        j["scratch_bytes"] = "lots";
+        reject(j, "p.scratch_bytes: expected 4 entries");
+    }
+    {
+        auto j = nj;
+        j["topology"]["scale_out_gbps"] = 0;
+        reject(j, "p.topology: scale_out_gbps must be positive");
+    }
+}
