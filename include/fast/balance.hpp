@@ -85,6 +85,7 @@ struct tile_workspace {
     std::vector<std::int64_t> left;     // G x G bytes of each block not yet assigned
     std::vector<std::int64_t> consumed; // G x G bytes of each block already assigned
     std::vector<std::int64_t> room;     // G bytes each rail can still take
+    std::vector<std::pair<std::uint64_t, piece>> keyed;
     void resize(int g) {
         const auto n = static_cast<std::size_t>(g) * static_cast<std::size_t>(g);
         left.resize(n);
@@ -99,14 +100,25 @@ enum class rail_preference {
     landing_first, ///< bytes whose final GPU is on the rail (least redistribution)
 };
 
+/// Positions of G final GPUs by heat, hottest first (ties by index): what stream_before's heat
+/// order compares, as integers.
+inline void heat_ranks(std::span<const std::int64_t> heat, std::span<std::uint32_t> rank, std::span<int> order) {
+    for (std::size_t i = 0; i < heat.size(); ++i) order[i] = static_cast<int>(i);
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
+        return heat[static_cast<std::size_t>(x)] > heat[static_cast<std::size_t>(y)];
+    });
+    for (std::size_t k = 0; k < heat.size(); ++k) rank[static_cast<std::size_t>(order[k])] = static_cast<std::uint32_t>(k);
+}
+
 /// Assigns the bytes of a G x G tile (block (a, b) at tile[a * stride + b]) to G rails with
 /// capacities `capacity` (summing to the tile total). Appends each rail's pieces, in stream
-/// order (see stream_before; `heat` may be empty), to out[rail]. Every byte is assigned exactly
-/// once. O(G^2 log G).
+/// order, to out[rail]: stream_before's order, with the final GPUs' heat given as their
+/// positions `heat_rank` (heat_ranks; empty: no heat). Every byte is assigned exactly once, and
+/// a rail gets at most one piece of a block. O(G^2 log G).
 template <class PieceList>
 void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
                  std::span<const std::int64_t> capacity, tile_workspace& ws,
-                 std::span<PieceList> out, std::span<const std::int64_t> heat = {},
+                 std::span<PieceList> out, std::span<const std::uint32_t> heat_rank = {},
                  rail_preference preference = rail_preference::own_first) {
     ws.resize(g);
     const auto ug = static_cast<std::size_t>(g);
@@ -127,16 +139,17 @@ void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
         ws.room[rail] -= n;
     };
     // Cheap moves first: the diagonal block, then the rail's own bytes and the bytes landing on
-    // its GPU, in the order of `preference`.
-    for (std::size_t i = 0; i < ug; ++i) take(i, i, i);
+    // its GPU, in the order of `preference`. Rails without room are skipped.
+    for (std::size_t i = 0; i < ug; ++i)
+        if (ws.room[i] > 0) take(i, i, i);
     auto take_own = [&] {
         for (std::size_t i = 0; i < ug; ++i)
-            for (std::size_t b = 0; b < ug; ++b)
+            for (std::size_t b = 0; b < ug && ws.room[i] > 0; ++b)
                 if (b != i) take(i, i, b);
     };
     auto take_landing = [&] {
         for (std::size_t i = 0; i < ug; ++i)
-            for (std::size_t a = 0; a < ug; ++a)
+            for (std::size_t a = 0; a < ug && ws.room[i] > 0; ++a)
                 if (a != i) take(i, a, i);
     };
     if (preference == rail_preference::own_first) {
@@ -154,11 +167,33 @@ void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
             take(rail, k / ug, k % ug);
         }
     }
+    // Stream order by an integer key: category, then (for bytes that need redistribution) the
+    // final GPU's heat rank, then origin, then final. At most one piece per block and rail.
     for (std::size_t i = 0; i < ug; ++i) {
         auto& list = out[i];
-        std::sort(list.begin(), list.end(), [i, heat](const piece& x, const piece& y) {
-            return stream_before(x, y, static_cast<int>(i), heat);
-        });
+        if (list.size() < 2) continue;
+        ws.keyed.clear();
+        for (const piece& p : list) {
+            const auto cat = static_cast<std::uint64_t>(stream_rank(p, static_cast<int>(i)));
+            const std::uint64_t hot = cat <= 1 && !heat_rank.empty() ? heat_rank[static_cast<std::size_t>(p.final)] : 0;
+            ws.keyed.emplace_back((cat << 62) | (hot << 41) | (static_cast<std::uint64_t>(p.origin) << 20) |
+                                      static_cast<std::uint64_t>(p.final),
+                                  p);
+        }
+        if (ug < (std::size_t{1} << 20)) {
+            std::sort(ws.keyed.begin(), ws.keyed.end(),
+                      [](const auto& x, const auto& y) { return x.first < y.first; });
+            for (std::size_t k = 0; k < list.size(); ++k) list[k] = ws.keyed[k].second;
+        } else { // more than a million GPUs per server: the key would not fit
+            std::sort(list.begin(), list.end(), [&](const piece& x, const piece& y) {
+                const int rx = stream_rank(x, static_cast<int>(i));
+                const int ry = stream_rank(y, static_cast<int>(i));
+                if (rx != ry) return rx < ry;
+                if (rx <= 1 && !heat_rank.empty() && x.final != y.final)
+                    return heat_rank[static_cast<std::size_t>(x.final)] < heat_rank[static_cast<std::size_t>(y.final)];
+                return std::pair(x.origin, x.final) < std::pair(y.origin, y.final);
+            });
+        }
     }
 }
 

@@ -88,29 +88,73 @@ inline std::int64_t pad_flat(std::vector<std::int64_t>& a, int n, std::vector<st
 /// exceed the previous stage's (entries only shrink), so the threshold only decreases: when no
 /// perfect matching uses entries >= threshold, it drops to the next value present. Each stage
 /// then has the largest smallest entry among matchings at or above the last failed threshold.
-inline void decompose_flat(std::vector<std::int64_t>& a, int n, matching_rule rule,
-                           bipartite_matching& matching, decomposition& out) {
+/// Buffers of decompose_flat, kept between calls.
+struct decompose_workspace {
+    bipartite_matching matching;
+    bit_rows edges;
+    std::vector<std::vector<std::uint32_t>> by_value; // entries (r * n + c) by value, lazily
+};
+
+inline void decompose_flat(std::vector<std::int64_t>& a, int n, matching_rule rule, decomposition& out,
+                           decompose_workspace& ws) {
     out.clear(n);
     const auto un = static_cast<std::size_t>(n);
     std::int64_t remaining = 0; // the common line sum still to decompose (row 0's)
-    std::int64_t threshold = 1;
+    std::int64_t top = 1;
     for (std::size_t c = 0; c < un; ++c) remaining += a[c];
-    for (const std::int64_t v : a) threshold = std::max(threshold, v);
+    for (const std::int64_t v : a) top = std::max(top, v);
     if (remaining == 0) return;
-    if (rule == matching_rule::any) threshold = 1;
+    std::int64_t threshold = rule == matching_rule::any ? 1 : top;
+    bipartite_matching& matching = ws.matching;
     matching.reset(n); // a warm start from another matrix would make plans depend on history
+    // The edges of the threshold graph, kept up to date as stages subtract and the threshold
+    // drops.
+    bit_rows& edges = ws.edges;
+    edges.reset(n);
+    for (std::size_t r = 0; r < un; ++r)
+        for (std::size_t c = 0; c < un; ++c)
+            if (a[r * un + c] >= threshold) edges.set(static_cast<int>(r), static_cast<int>(c));
+    // With small entries (quantised matrices), entries are bucketed by value so that lowering
+    // the threshold admits exactly the entries at the new value; a bucket may hold stale
+    // entries whose value has changed since (skipped). Otherwise each lowering scans.
+    const bool buckets = rule == matching_rule::bottleneck && top <= 64 * static_cast<std::int64_t>(un * un) + 1024;
+    if (buckets) {
+        if (ws.by_value.size() < static_cast<std::size_t>(top) + 1) ws.by_value.resize(static_cast<std::size_t>(top) + 1);
+        for (std::size_t v = 0; v <= static_cast<std::size_t>(top); ++v) ws.by_value[v].clear();
+        for (std::size_t k = 0; k < un * un; ++k)
+            if (a[k] > 0 && a[k] < threshold) ws.by_value[static_cast<std::size_t>(a[k])].push_back(static_cast<std::uint32_t>(k));
+    }
     while (remaining > 0) {
-        auto edge = [&](int r, int c) {
-            return a[static_cast<std::size_t>(r) * un + static_cast<std::size_t>(c)] >= threshold;
-        };
-        if (!matching.complete(edge)) {
+        if (!matching.complete(edges)) {
             if (rule == matching_rule::any || threshold == 1)
                 throw invalid_argument("decompose: the matrix does not have equal line sums");
-            // The next smaller value present in the matrix.
-            std::int64_t next = 0;
-            for (const std::int64_t v : a)
-                if (v < threshold && v > next) next = v;
-            threshold = std::max<std::int64_t>(next, 1);
+            if (buckets) {
+                // The next smaller value that some entry still has.
+                std::int64_t lower = threshold - 1;
+                for (;; --lower) {
+                    bool any = false;
+                    for (const std::uint32_t k : ws.by_value[static_cast<std::size_t>(lower)])
+                        if (a[k] == lower) {
+                            edges.set(static_cast<int>(k / un), static_cast<int>(k % un));
+                            any = true;
+                        }
+                    ws.by_value[static_cast<std::size_t>(lower)].clear();
+                    if (any || lower == 1) break;
+                }
+                threshold = lower;
+            } else {
+                // The next smaller value present in the matrix; its entries join the graph.
+                std::int64_t next = 0;
+                for (const std::int64_t v : a)
+                    if (v < threshold && v > next) next = v;
+                const std::int64_t lower = std::max<std::int64_t>(next, 1);
+                for (std::size_t r = 0; r < un; ++r)
+                    for (std::size_t c = 0; c < un; ++c) {
+                        const std::int64_t v = a[r * un + c];
+                        if (v >= lower && v < threshold) edges.set(static_cast<int>(r), static_cast<int>(c));
+                    }
+                threshold = lower;
+            }
             continue;
         }
         std::int64_t w = INT64_MAX;
@@ -118,7 +162,12 @@ inline void decompose_flat(std::vector<std::int64_t>& a, int n, matching_rule ru
             w = std::min(w, a[r * un + static_cast<std::size_t>(matching.col_of(static_cast<int>(r)))]);
         for (std::size_t r = 0; r < un; ++r) {
             const auto c = static_cast<std::size_t>(matching.col_of(static_cast<int>(r)));
-            a[r * un + c] -= w;
+            std::int64_t& v = a[r * un + c];
+            v -= w;
+            if (v < threshold) {
+                edges.clear(static_cast<int>(r), static_cast<int>(c));
+                if (buckets && v > 0) ws.by_value[static_cast<std::size_t>(v)].push_back(static_cast<std::uint32_t>(r * un + c));
+            }
             out.perms.push_back(static_cast<std::int32_t>(c));
         }
         out.weights.push_back(w);
@@ -172,9 +221,9 @@ inline std::vector<std::int64_t> to_flat(const traffic_matrix& m) {
                                    std::to_string(col) + ", expected " + std::to_string(l) +
                                    "); pad_to_regular first");
     }
-    bipartite_matching matching(n);
+    detail::decompose_workspace ws;
     decomposition out;
-    detail::decompose_flat(a, n, rule, matching, out);
+    detail::decompose_flat(a, n, rule, out, ws);
     return out;
 }
 

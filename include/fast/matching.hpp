@@ -1,15 +1,46 @@
 #pragma once
 /// \file matching.hpp
-/// Perfect matchings in dense bipartite graphs (n rows, n columns, an edge wherever a predicate
-/// holds), by Hopcroft-Karp, warm-startable: the matching survives between calls, so after a
-/// Birkhoff-von Neumann stage only the rows whose matched edge disappeared need new augmenting
-/// paths.
+/// Perfect matchings in dense bipartite graphs (n rows, n columns), warm-startable: the matching
+/// survives between calls, so after a Birkhoff-von Neumann stage only the rows whose matched
+/// edge disappeared need new augmenting paths. Two graph forms: any edge predicate
+/// (Hopcroft-Karp), and bit rows (`bit_rows`), where a breadth-first search visits each column
+/// once and reads 64 columns per word: O(n^2 / 64) per augmenting path.
 
+#include <concepts>
 #include <cstdint>
 #include <limits>
 #include <vector>
 
 namespace fast {
+
+/// An n x n 0/1 matrix stored as bit rows: row r, column c is bit c % 64 of word
+/// r * words() + c / 64.
+class bit_rows {
+public:
+    void reset(int n) {
+        n_ = n;
+        words_ = (n + 63) / 64;
+        bits_.assign(static_cast<std::size_t>(n) * static_cast<std::size_t>(words_), 0);
+    }
+    [[nodiscard]] int size() const noexcept { return n_; }
+    [[nodiscard]] int words() const noexcept { return words_; }
+    [[nodiscard]] bool test(int r, int c) const noexcept {
+        return (row(r)[c >> 6] >> (c & 63)) & 1U;
+    }
+    void set(int r, int c) noexcept { row(r)[c >> 6] |= std::uint64_t{1} << (c & 63); }
+    void clear(int r, int c) noexcept { row(r)[c >> 6] &= ~(std::uint64_t{1} << (c & 63)); }
+    [[nodiscard]] const std::uint64_t* row(int r) const noexcept {
+        return bits_.data() + static_cast<std::size_t>(r) * static_cast<std::size_t>(words_);
+    }
+    [[nodiscard]] std::uint64_t* row(int r) noexcept {
+        return bits_.data() + static_cast<std::size_t>(r) * static_cast<std::size_t>(words_);
+    }
+
+private:
+    int n_ = 0;
+    int words_ = 0;
+    std::vector<std::uint64_t> bits_;
+};
 
 class bipartite_matching {
 public:
@@ -25,6 +56,8 @@ public:
         next_col_.assign(static_cast<std::size_t>(n), 0);
         queue_.reserve(static_cast<std::size_t>(n));
         path_.reserve(static_cast<std::size_t>(n));
+        visited_.assign(static_cast<std::size_t>(n), 0);
+        stamp_ = 0;
     }
 
     [[nodiscard]] int size() const noexcept { return n_; }
@@ -34,10 +67,13 @@ public:
     [[nodiscard]] int row_of(int col) const noexcept { return row_of_[static_cast<std::size_t>(col)]; }
     [[nodiscard]] const std::vector<int>& cols() const noexcept { return col_of_; }
 
-    /// Drops matched pairs whose edge no longer exists, then augments with Hopcroft-Karp until
-    /// the matching is maximum. Returns true when it is perfect. `edge(row, col)` must be cheap.
-    /// O(n^2 sqrt(k)) for k unmatched rows at the start (dense scan of each row).
+    /// Drops matched pairs whose edge no longer exists, then augments until the matching is
+    /// maximum. Returns true when it is perfect. `edge(row, col)` must be cheap. With many free
+    /// rows (a cold start) it runs Hopcroft-Karp phases, O(n^2 sqrt(n)); with few (a warm start
+    /// after a stage removed some edges) one depth-first augmenting path per free row, which
+    /// stops at the first free column it reaches, O(n^2) per row at worst.
     template <class Edge>
+        requires std::predicate<Edge&, int, int>
     bool complete(Edge&& edge) {
         int free_rows = 0;
         for (int r = 0; r < n_; ++r) {
@@ -48,6 +84,14 @@ public:
             }
             if (col_of_[static_cast<std::size_t>(r)] < 0) ++free_rows;
         }
+        if (free_rows * free_rows <= n_) {
+            for (int r = 0; r < n_ && free_rows > 0; ++r) {
+                if (col_of_[static_cast<std::size_t>(r)] >= 0) continue;
+                if (!augment_simple(r, edge)) return false; // no path now: none later either
+                --free_rows;
+            }
+            return true;
+        }
         while (free_rows > 0) {
             if (!layer(edge)) break;
             int grown = 0;
@@ -57,6 +101,59 @@ public:
             free_rows -= grown;
         }
         return free_rows == 0;
+    }
+
+    /// The same for a graph given as bit rows (edge (r, c) iff bit set): drops matched pairs
+    /// whose bit is clear, then grows the matching by one shortest augmenting path (a
+    /// breadth-first search over columns) per free row. Returns true when perfect. A free row
+    /// without a path now has none after later augmentations either, so it fails at once.
+    bool complete(const bit_rows& g) {
+        const int words = g.words();
+        seen_.resize(static_cast<std::size_t>(words));
+        parent_.resize(static_cast<std::size_t>(n_));
+        for (int r = 0; r < n_; ++r) {
+            const int c = col_of_[static_cast<std::size_t>(r)];
+            if (c >= 0 && !g.test(r, c)) {
+                col_of_[static_cast<std::size_t>(r)] = -1;
+                row_of_[static_cast<std::size_t>(c)] = -1;
+            }
+        }
+        for (int root = 0; root < n_; ++root) {
+            if (col_of_[static_cast<std::size_t>(root)] >= 0) continue;
+            std::fill(seen_.begin(), seen_.end(), 0);
+            queue_.clear();
+            queue_.push_back(root);
+            int free_col = -1;
+            for (std::size_t head = 0; head < queue_.size() && free_col < 0; ++head) {
+                const int r = queue_[head];
+                const std::uint64_t* row = g.row(r);
+                for (int w = 0; w < words && free_col < 0; ++w) {
+                    std::uint64_t fresh = row[w] & ~seen_[static_cast<std::size_t>(w)];
+                    seen_[static_cast<std::size_t>(w)] |= fresh;
+                    while (fresh != 0) {
+                        const int c = w * 64 + __builtin_ctzll(fresh);
+                        fresh &= fresh - 1;
+                        parent_[static_cast<std::size_t>(c)] = r;
+                        const int r2 = row_of_[static_cast<std::size_t>(c)];
+                        if (r2 < 0) {
+                            free_col = c;
+                            break;
+                        }
+                        queue_.push_back(r2);
+                    }
+                }
+            }
+            if (free_col < 0) return false;
+            // Flip the path back to the root: each row on it takes the column that reached it.
+            for (int c = free_col; c >= 0;) {
+                const int r = parent_[static_cast<std::size_t>(c)];
+                const int previous = col_of_[static_cast<std::size_t>(r)];
+                col_of_[static_cast<std::size_t>(r)] = c;
+                row_of_[static_cast<std::size_t>(c)] = r;
+                c = r == root ? -1 : previous;
+            }
+        }
+        return true;
     }
 
 private:
@@ -133,13 +230,55 @@ private:
         return false;
     }
 
+    // Kuhn's augmenting path from free row `root` (iterative DFS, each column visited once).
+    template <class Edge>
+    bool augment_simple(int root, Edge& edge) {
+        ++stamp_;
+        if (visited_.size() != static_cast<std::size_t>(n_)) visited_.assign(static_cast<std::size_t>(n_), 0);
+        path_.clear();
+        path_.push_back(root);
+        next_col_[static_cast<std::size_t>(root)] = 0;
+        while (!path_.empty()) {
+            const int r = path_.back();
+            int& c = next_col_[static_cast<std::size_t>(r)];
+            bool advanced = false;
+            for (; c < n_; ++c) {
+                if (visited_[static_cast<std::size_t>(c)] == stamp_ || !edge(r, c)) continue;
+                visited_[static_cast<std::size_t>(c)] = stamp_;
+                const int r2 = row_of_[static_cast<std::size_t>(c)];
+                if (r2 < 0) {
+                    for (std::size_t k = path_.size(); k-- > 0;) {
+                        const int pr = path_[k];
+                        const int pc = next_col_[static_cast<std::size_t>(pr)];
+                        col_of_[static_cast<std::size_t>(pr)] = pc;
+                        row_of_[static_cast<std::size_t>(pc)] = pr;
+                    }
+                    return true;
+                }
+                next_col_[static_cast<std::size_t>(r2)] = 0;
+                path_.push_back(r2);
+                advanced = true;
+                break;
+            }
+            if (!advanced) {
+                path_.pop_back();
+                if (!path_.empty()) ++next_col_[static_cast<std::size_t>(path_.back())];
+            }
+        }
+        return false;
+    }
+
     int n_ = 0;
+    std::uint32_t stamp_ = 0;
+    std::vector<std::uint32_t> visited_;
     std::vector<int> col_of_;
     std::vector<int> row_of_;
     std::vector<int> dist_;
     std::vector<int> next_col_;
     std::vector<int> queue_;
     std::vector<int> path_;
+    std::vector<std::uint64_t> seen_; // columns reached, one bit each
+    std::vector<int> parent_;         // per column: the row that reached it
 };
 
 } // namespace fast

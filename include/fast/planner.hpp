@@ -178,7 +178,7 @@ private:
         compute_shares(m);
         padded_ = server_;
         detail::pad_flat(padded_, topo_.servers, row_deficit_, col_deficit_);
-        detail::decompose_flat(padded_, topo_.servers, matching_rule::any, matching_, stages_);
+        detail::decompose_flat(padded_, topo_.servers, matching_rule::any, stages_, decompose_ws_);
         auto build = [&](stage_order order) {
             order_stages(order);
             detail::build_uniform_rails(stages_, sequence_, share_, topo_.gpus_per_server,
@@ -204,14 +204,16 @@ private:
         });
     }
 
-    // Balanced shares per (s, d, rail) and the per-GPU server matrix M(s, d) = ceil(t / G);
-    // also the pair totals t(s, d).
-    void compute_shares(const traffic_matrix& m) {
+    // The pair totals t(s, d) and each GPU's inter-server bytes; with `shares`, also the
+    // balanced shares per (s, d, rail) and the per-GPU server matrix M(s, d) = ceil(t / G).
+    void compute_shares(const traffic_matrix& m, bool shares = true) {
         const auto us = static_cast<std::size_t>(topo_.servers);
         const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
         const auto stride = static_cast<std::size_t>(topo_.ranks());
-        share_.assign(us * us * ug, 0);
-        server_.assign(us * us, 0);
+        if (shares) {
+            share_.assign(us * us * ug, 0);
+            server_.assign(us * us, 0);
+        }
         pair_.assign(us * us, 0);
         gpu_out_.assign(us * ug, 0);
         gpu_in_.assign(us * ug, 0);
@@ -227,10 +229,12 @@ private:
                     for (std::size_t b = 0; b < ug; ++b) own_[a] += tile[a * stride + b];
                     total += own_[a];
                 }
-                detail::balanced_shares(total, own_,
-                                        std::span<std::int64_t>(share_.data() + (s * us + d) * ug, ug),
-                                        rank_order_);
-                server_[s * us + d] = detail::ceil_div(total, static_cast<std::int64_t>(ug));
+                if (shares) {
+                    detail::balanced_shares(total, own_,
+                                            std::span<std::int64_t>(share_.data() + (s * us + d) * ug, ug),
+                                            rank_order_);
+                    server_[s * us + d] = detail::ceil_div(total, static_cast<std::int64_t>(ug));
+                }
                 pair_[s * us + d] = total;
                 for (std::size_t a = 0; a < ug; ++a) {
                     gpu_out_[s * ug + a] += own_[a];
@@ -303,7 +307,7 @@ private:
         padded_ = server_;
         detail::quantise(padded_, q);
         detail::pad_flat(padded_, topo_.servers, row_deficit_, col_deficit_);
-        detail::decompose_flat(padded_, topo_.servers, matching_rule::bottleneck, matching_, stages_);
+        detail::decompose_flat(padded_, topo_.servers, matching_rule::bottleneck, stages_, decompose_ws_);
         detail::scale_weights(stages_, q);
         sequence_.resize(stages_.size());
         std::iota(sequence_.begin(), sequence_.end(), std::size_t{0});
@@ -314,13 +318,13 @@ private:
     }
 
     void make_rail_packed(const traffic_matrix& m) {
-        compute_shares(m);
+        compute_shares(m, false);
         const int g = topo_.gpus_per_server;
         const std::int64_t q = choose_quantum(largest_line(pair_), g);
         padded_ = pair_;
         detail::quantise(padded_, q);
         detail::pad_flat(padded_, topo_.servers, row_deficit_, col_deficit_);
-        detail::decompose_flat(padded_, topo_.servers, matching_rule::bottleneck, matching_, stages_);
+        detail::decompose_flat(padded_, topo_.servers, matching_rule::bottleneck, stages_, decompose_ws_);
         detail::scale_weights(stages_, q);
         const std::int64_t min_step = alpha_bytes(options_.min_step_alphas);
         detail::build_rail_packed(stages_, pair_, g, min_step, schedule_, left_, real_, scratch_order_);
@@ -396,7 +400,7 @@ private:
                                                                    static_cast<double>(line) / r));
         detail::quantise(a, q);
         detail::pad_flat(a, r, row_deficit_, col_deficit_);
-        detail::decompose_flat(a, r, matching_rule::bottleneck, matching_, stages_);
+        detail::decompose_flat(a, r, matching_rule::bottleneck, stages_, decompose_ws_);
         detail::scale_weights(stages_, q);
         // Blocks go straight from send to recv, min(w, left) per stage, largest stages first;
         // intra-server blocks during the first stage.
@@ -466,7 +470,7 @@ private:
     std::vector<std::int64_t> left_;
     std::vector<std::int64_t> real_;
     std::vector<std::size_t> scratch_order_;
-    bipartite_matching matching_;
+    detail::decompose_workspace decompose_ws_;
     decomposition stages_;
     std::vector<std::size_t> sequence_;
     std::vector<std::int64_t> step_bytes_;

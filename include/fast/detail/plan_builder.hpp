@@ -53,8 +53,8 @@ enum class gather_timing { windowed, up_front };
 /// block rank r sends to server d, and receive displacement of the first block rank r receives
 /// from server s. With the tile itself, every block's packed displacement follows. O(R^2).
 struct layout_index {
-    std::vector<std::int64_t> send_server; // R x S
-    std::vector<std::int64_t> recv_server; // R x S
+    std::vector<std::int64_t> send_server; // R x S: [rank * S + server]
+    std::vector<std::int64_t> recv_server; // S x R: [server * R + rank]
 
     void build(const traffic_matrix& m, const topology& topo) {
         const auto r = static_cast<std::size_t>(topo.ranks());
@@ -66,7 +66,7 @@ struct layout_index {
         const std::int64_t* data = m.data();
         for (std::size_t row = 0; row < r; ++row) {
             if (row % g == 0)
-                for (std::size_t c = 0; c < r; ++c) recv_server[c * s + row / g] = column_sums_[c];
+                std::copy(column_sums_.begin(), column_sums_.end(), recv_server.begin() + static_cast<std::ptrdiff_t>(row / g * r));
             const std::int64_t* line = data + row * r;
             std::int64_t acc = 0;
             for (std::size_t c = 0; c < r; ++c) {
@@ -102,20 +102,29 @@ public:
         window_ = timing == gather_timing::up_front ? 1 : window;
         last_ = last_step;
         index_.build(m, topo);
+        heat_rank_.resize(static_cast<std::size_t>(topo.ranks()));
+        heat_order_.resize(static_cast<std::size_t>(g_));
+        for (int d = 0; d < topo.servers; ++d) {
+            const std::size_t at = static_cast<std::size_t>(d) * static_cast<std::size_t>(g_);
+            heat_ranks(std::span<const std::int64_t>(index_.column_sums().data() + at, static_cast<std::size_t>(g_)),
+                       std::span<std::uint32_t>(heat_rank_.data() + at, static_cast<std::size_t>(g_)), heat_order_);
+        }
         steps_ = static_cast<std::size_t>(last_step) + 2;
         if (buckets_.size() < steps_) buckets_.resize(steps_);
         for (std::size_t k = 0; k < steps_; ++k) buckets_[k].clear();
         regions_ = 1 + 2 * (window_ + 1);
         region_size_.assign(static_cast<std::size_t>(topo.ranks()) * static_cast<std::size_t>(regions_), 0);
         const double ratio = topo.scale_up_gbps / topo.scale_out_gbps;
-        capacity_.assign(steps_, 0.0);
+        capacity_.assign(steps_, 0);
         for (std::size_t k = 1; k < steps_ && k < step_bytes.size(); ++k)
-            capacity_[k] = static_cast<double>(step_bytes[k]) * ratio;
+            capacity_[k] = static_cast<std::int64_t>(std::min(4e18, static_cast<double>(step_bytes[k]) * ratio));
         if (timing == gather_timing::windowed)
             up_load_.assign(static_cast<std::size_t>(topo.ranks()) * steps_ * 2, 0);
         const auto ug = static_cast<std::size_t>(g_);
         send_at_.resize(ug * ug);
         recv_at_.resize(ug * ug);
+        gather_step_of_.resize(ug);
+        scatter_step_of_.resize(ug);
     }
 
     /// Computes the packed displacements of every block of tile (s, d).
@@ -136,7 +145,7 @@ public:
         }
         for (std::size_t b = 0; b < ug; ++b) {
             const std::size_t dst = static_cast<std::size_t>(d) * ug + b;
-            std::int64_t at = index_.recv_server[dst * us + static_cast<std::size_t>(s)];
+            std::int64_t at = index_.recv_server[static_cast<std::size_t>(s) * r + dst];
             for (std::size_t a = 0; a < ug; ++a) {
                 recv_at_[a * ug + b] = at;
                 at += tile_[a * r + b];
@@ -145,9 +154,10 @@ public:
     }
 
     [[nodiscard]] const std::int64_t* tile() const noexcept { return tile_; }
-    /// How much each GPU of the loaded tile's destination server receives in all.
-    [[nodiscard]] std::span<const std::int64_t> destination_heat() const noexcept {
-        return {index_.column_sums().data() + static_cast<std::size_t>(d_) * static_cast<std::size_t>(g_),
+    /// The GPUs of the loaded tile's destination server ranked by how much each receives in
+    /// all, hottest first (see heat_ranks).
+    [[nodiscard]] std::span<const std::uint32_t> destination_heat() const noexcept {
+        return {heat_rank_.data() + static_cast<std::size_t>(d_) * static_cast<std::size_t>(g_),
                 static_cast<std::size_t>(g_)};
     }
     [[nodiscard]] std::size_t tile_stride() const noexcept { return static_cast<std::size_t>(topo_.ranks()); }
@@ -188,8 +198,10 @@ public:
             std::int64_t gathered = up_front ? size_of(carrier, 0) : 0;
             std::int64_t landed = 0;
             std::int64_t left = slot.bytes;
-            std::int32_t run_origin = -1; // the origin whose gathers share run_step
-            std::int32_t run_step = 0;
+            // One placement decision per origin (gathers) and per final GPU (redistribution)
+            // of the slot: -1 means not decided yet.
+            std::fill(gather_step_of_.begin(), gather_step_of_.end(), -1);
+            std::fill(scatter_step_of_.begin(), scatter_step_of_.end(), -1);
             while (left > 0) {
                 if (p >= pieces.size())
                     throw invalid_argument("internal: a stream has fewer bytes than its slots");
@@ -203,13 +215,12 @@ public:
                 std::int64_t src_off = send_at_[a * ug + b] + at;
                 if (a != ui) {
                     const int origin = rank(s_, a);
-                    if (pc.origin != run_origin) {
-                        run_origin = pc.origin;
-                        run_step = up_front ? 0
-                                            : roomiest(origin, carrier, std::max(0, slot.step - window_),
-                                                       slot.step - 1, true);
-                    }
-                    emit(run_step, origin, buffer::send, no_region, src_off, carrier, buffer::scratch,
+                    std::int32_t& step = gather_step_of_[a];
+                    if (step < 0)
+                        step = up_front ? 0
+                                        : roomiest(origin, carrier, std::max(0, slot.step - window_),
+                                                   slot.step - 1, true);
+                    emit(step, origin, buffer::send, no_region, src_off, carrier, buffer::scratch,
                          g_region, gathered, n, tier::scale_up);
                     src_buf = buffer::scratch;
                     src_region = g_region;
@@ -223,10 +234,11 @@ public:
                     emit(slot.step, carrier, src_buf, src_region, src_off, receiver, buffer::scratch,
                          l_region, landed, n, tier::scale_out);
                     const int final_rank = rank(d_, b);
-                    const std::int32_t step =
-                        up_front ? slot.step + 1
-                                 : roomiest(receiver, final_rank, slot.step + 1,
-                                            std::min(slot.step + window_, last_ + 1), false);
+                    std::int32_t& step = scatter_step_of_[b];
+                    if (step < 0)
+                        step = up_front ? slot.step + 1
+                                        : roomiest(receiver, final_rank, slot.step + 1,
+                                                   std::min(slot.step + window_, last_ + 1), false);
                     emit(step, receiver, buffer::scratch, l_region, landed, final_rank, buffer::recv,
                          no_region, recv_at_[a * ug + b] + at, n, tier::scale_up);
                     landed += n;
@@ -267,15 +279,14 @@ public:
         out.transfers.reserve(total);
         out.step_offsets.assign(1, 0);
         for (std::size_t k = 0; k < steps_; ++k) {
-            const bucket& b = buckets_[k];
+            const std::vector<record>& b = buckets_[k];
             if (b.empty()) continue;
-            for (std::size_t i = 0; i < b.size(); ++i) {
-                transfer t = b.transfers[i];
-                if (b.src_region[i] != no_region) t.src_offset += base_of(t.src, b.src_region[i]);
-                if (b.dst_region[i] != no_region) t.dst_offset += base_of(t.dst, b.dst_region[i]);
-                out.transfers.push_back(t);
+            for (const record& x : b) {
+                transfer& t = out.transfers.emplace_back(x.t);
+                if (x.src_region != no_region) t.src_offset += base_of(t.src, x.src_region);
+                if (x.dst_region != no_region) t.dst_offset += base_of(t.dst, x.dst_region);
             }
-            out.end_step();
+            out.step_offsets.push_back(out.transfers.size());
         }
     }
 
@@ -299,22 +310,19 @@ private:
         return region_size_[static_cast<std::size_t>(rank) * static_cast<std::size_t>(regions_) + region];
     }
 
-    // Scale-up room of `rank`'s send (or receive) port in step k.
-    [[nodiscard]] double room(int rank, std::int32_t k, bool receive) const noexcept {
-        const auto uk = static_cast<std::size_t>(k);
-        return capacity_[uk] -
-               static_cast<double>(up_load_[(static_cast<std::size_t>(rank) * steps_ + uk) * 2 + (receive ? 1 : 0)]);
-    }
-
-    // The step in [first, last] with the most room for src's send and dst's receive port; ties
-    // go to the latest step when `late` (gathers: less time in scratch), else the earliest.
+    // The step in [first, last] with the most scale-up room left (under that step's scale-out)
+    // for src's send and dst's receive port; ties go to the latest step when `late` (gathers:
+    // less time in scratch), else the earliest.
     [[nodiscard]] std::int32_t roomiest(int src, int dst, std::int32_t first, std::int32_t last,
                                         bool late) const noexcept {
+        const std::int64_t* send = up_load_.data() + static_cast<std::size_t>(src) * steps_ * 2;
+        const std::int64_t* recv = up_load_.data() + static_cast<std::size_t>(dst) * steps_ * 2 + 1;
         std::int32_t best = late ? last : first;
-        double best_room = -1e300;
+        std::int64_t best_room = INT64_MIN;
         for (std::int32_t j = first; j <= last; ++j) {
             const std::int32_t k = late ? last - (j - first) : j;
-            const double r = std::min(room(src, k, false), room(dst, k, true));
+            const auto uk = static_cast<std::size_t>(k);
+            const std::int64_t r = capacity_[uk] - std::max(send[uk * 2], recv[uk * 2]);
             if (r > best_room) {
                 best_room = r;
                 best = k;
@@ -323,35 +331,36 @@ private:
         return best;
     }
 
-    void emit(std::int32_t step, int src, buffer sb, std::uint8_t sr, std::int64_t so, int dst,
-              buffer db, std::uint8_t dr, std::int64_t dof, std::int64_t bytes, tier t) {
+    __attribute__((always_inline)) void emit(std::int32_t step, int src, buffer sb, std::uint8_t sr,
+                                             std::int64_t so, int dst, buffer db, std::uint8_t dr,
+                                             std::int64_t dof, std::int64_t bytes, tier t) {
         if (t == tier::scale_up && !up_load_.empty()) {
             const auto k = static_cast<std::size_t>(step);
             up_load_[(static_cast<std::size_t>(src) * steps_ + k) * 2] += bytes;
             up_load_[(static_cast<std::size_t>(dst) * steps_ + k) * 2 + 1] += bytes;
         }
-        bucket& b = buckets_[static_cast<std::size_t>(step)];
+        std::vector<record>& b = buckets_[static_cast<std::size_t>(step)];
         if (!b.empty()) {
-            transfer& last = b.transfers.back();
-            if (last.src == src && last.dst == dst && last.tier == t && last.src_buffer == sb &&
-                last.dst_buffer == db && b.src_region.back() == sr && b.dst_region.back() == dr &&
-                last.src_offset + last.bytes == so && last.dst_offset + last.bytes == dof) {
-                last.bytes += bytes;
+            record& last = b.back();
+            transfer& l = last.t;
+            if (l.src == src && l.dst == dst && l.tier == t && l.src_buffer == sb && l.dst_buffer == db &&
+                last.src_region == sr && last.dst_region == dr && l.src_offset + l.bytes == so &&
+                l.dst_offset + l.bytes == dof) {
+                l.bytes += bytes;
                 return;
             }
         }
-        transfer x;
-        x.bytes = bytes;
-        x.src_offset = so;
-        x.dst_offset = dof;
-        x.src = src;
-        x.dst = dst;
-        x.tier = t;
-        x.src_buffer = sb;
-        x.dst_buffer = db;
-        b.transfers.push_back(x);
-        b.src_region.push_back(sr);
-        b.dst_region.push_back(dr);
+        record& x = b.emplace_back();
+        x.t.bytes = bytes;
+        x.t.src_offset = so;
+        x.t.dst_offset = dof;
+        x.t.src = src;
+        x.t.dst = dst;
+        x.t.tier = t;
+        x.t.src_buffer = sb;
+        x.t.dst_buffer = db;
+        x.src_region = sr;
+        x.dst_region = dr;
     }
 
     const traffic_matrix* m_ = nullptr;
@@ -367,24 +376,21 @@ private:
     layout_index index_;
     std::vector<std::int64_t> send_at_;
     std::vector<std::int64_t> recv_at_;
-    // A step's transfers and, beside each, the scratch regions of its source and destination
-    // (no_region where the end is not in scratch), resolved in finish().
-    struct bucket {
-        std::vector<transfer> transfers;
-        std::vector<std::uint8_t> src_region;
-        std::vector<std::uint8_t> dst_region;
-        void clear() {
-            transfers.clear();
-            src_region.clear();
-            dst_region.clear();
-        }
-        [[nodiscard]] bool empty() const noexcept { return transfers.empty(); }
-        [[nodiscard]] std::size_t size() const noexcept { return transfers.size(); }
+    std::vector<std::uint32_t> heat_rank_; // per rank: its position by heat within its server
+    std::vector<int> heat_order_;
+    std::vector<std::int32_t> gather_step_of_;  // per origin GPU, within one slot
+    std::vector<std::int32_t> scatter_step_of_; // per final GPU, within one slot
+    // A transfer being built: the regions of its scratch ends (no_region where an end is not in
+    // scratch) stay beside it until finish() knows every region's base.
+    struct record {
+        transfer t;
+        std::uint8_t src_region;
+        std::uint8_t dst_region;
     };
     static constexpr std::uint8_t no_region = 255;
-    std::vector<bucket> buckets_;
+    std::vector<std::vector<record>> buckets_; // per step
     std::size_t steps_ = 0;
-    std::vector<double> capacity_;       // per step: scale-up bytes that fit under its scale-out
+    std::vector<std::int64_t> capacity_; // per step: scale-up bytes that fit under its scale-out
     std::vector<std::int64_t> up_load_;  // rank x step x {send, receive}: scale-up bytes placed
     std::vector<std::int64_t> region_size_;
 };

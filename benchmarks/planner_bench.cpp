@@ -1,0 +1,113 @@
+// Planner benchmarks (Google Benchmark): the planning time of the whole make_plan (balancing,
+// decomposition, transfer list with offsets) with a reused planner, single thread, and beside it
+// what the plan is worth: stages, steps and the cost model's predicted time over T_lb.
+//
+//   build/benchmarks/planner_bench --benchmark_filter=zipf
+//   build/benchmarks/planner_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+//
+// FAST_MEGATRON=path/to/megatron_moe_4x8.txt adds the 600 real MoE matrices (every iteration
+// plans the next matrix).
+
+#include <benchmark/benchmark.h>
+
+#include <fast/fast.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr std::int64_t bytes_per_gpu = std::int64_t{256} << 20;
+
+fast::traffic_matrix workload(const std::string& name, const fast::topology& t) {
+    if (name == "zipf") return fast::make_zipf(t, 0.8, bytes_per_gpu, 1);
+    fast::moe_options o; // 4096 tokens per GPU, top-2, Zipf(1.0) expert popularity
+    return fast::make_moe(t, o, bytes_per_gpu, 1);
+}
+
+void report(benchmark::State& state, const fast::plan& p, const fast::traffic_matrix& m) {
+    state.counters["stages"] = static_cast<double>(fast::count_stages(p));
+    state.counters["steps"] = static_cast<double>(p.steps());
+    state.counters["transfers"] = static_cast<double>(p.transfers.size());
+    state.counters["ratio"] = fast::predict_us(p) / fast::lower_bound_us(m, p.topology);
+}
+
+// The table of the issue: servers x 8 GPUs, h200, 256 MiB per GPU, a reused planner.
+void plan_reused(benchmark::State& state, const std::string& name, fast::policy policy) {
+    const fast::topology t = fast::make_topology(static_cast<int>(state.range(0)), 8);
+    const fast::traffic_matrix m = workload(name, t);
+    fast::plan_options o;
+    o.policy = policy;
+    fast::planner planner(t, o);
+    const fast::plan* p = &planner.make(m); // warm: buffers sized
+    for (auto _ : state) {
+        p = &planner.make(m);
+        benchmark::DoNotOptimize(p);
+    }
+    report(state, *p, m);
+}
+
+// The same with a fresh planner per call (every buffer allocated again).
+void plan_fresh(benchmark::State& state, const std::string& name) {
+    const fast::topology t = fast::make_topology(static_cast<int>(state.range(0)), 8);
+    const fast::traffic_matrix m = workload(name, t);
+    fast::plan p;
+    for (auto _ : state) {
+        p = fast::make_plan(m, t);
+        benchmark::DoNotOptimize(p.transfers.data());
+    }
+    report(state, p, m);
+}
+
+void plan_megatron(benchmark::State& state, fast::policy policy) {
+    const char* path = std::getenv("FAST_MEGATRON");
+    if (path == nullptr || *path == '\0') {
+        state.SkipWithError("FAST_MEGATRON is not set");
+        return;
+    }
+    static const std::vector<fast::traffic_matrix> all = fast::read_matrices_file(path, 32, 8192);
+    const fast::topology t = fast::make_topology(4, 8);
+    fast::plan_options o;
+    o.policy = policy;
+    fast::planner planner(t, o);
+    std::size_t k = 0;
+    for (auto _ : state) {
+        benchmark::DoNotOptimize(&planner.make(all[k]));
+        k = (k + 1) % all.size();
+    }
+    std::vector<double> ratios;
+    double stages = 0;
+    for (const auto& m : all) {
+        const fast::plan& p = planner.make(m);
+        ratios.push_back(fast::predict_us(p) / fast::lower_bound_us(m, t));
+        stages += static_cast<double>(fast::count_stages(p));
+    }
+    std::sort(ratios.begin(), ratios.end());
+    double mean = 0;
+    for (const double r : ratios) mean += r;
+    state.counters["ratio_mean"] = mean / static_cast<double>(ratios.size());
+    state.counters["ratio_p95"] = ratios[ratios.size() * 95 / 100];
+    state.counters["ratio_max"] = ratios.back();
+    state.counters["stages"] = stages / static_cast<double>(all.size());
+}
+
+void sizes(benchmark::internal::Benchmark* b) {
+    for (const int s : {4, 8, 16, 32, 64, 128}) b->Arg(s);
+    b->Unit(benchmark::kMicrosecond);
+}
+
+} // namespace
+
+BENCHMARK_CAPTURE(plan_reused, zipf, std::string("zipf"), fast::policy::rail_packed)->Apply(sizes);
+BENCHMARK_CAPTURE(plan_reused, moe, std::string("moe"), fast::policy::rail_packed)->Apply(sizes);
+BENCHMARK_CAPTURE(plan_fresh, zipf, std::string("zipf"))->Apply(sizes);
+BENCHMARK_CAPTURE(plan_reused, zipf_bottleneck, std::string("zipf"), fast::policy::bottleneck)
+    ->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(plan_reused, zipf_exact, std::string("zipf"), fast::policy::exact)
+    ->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(plan_megatron, rail_packed, fast::policy::rail_packed)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(plan_megatron, exact, fast::policy::exact)->Unit(benchmark::kMicrosecond);
+
+BENCHMARK_MAIN();
