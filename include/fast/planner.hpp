@@ -294,11 +294,11 @@ private:
     [[nodiscard]] std::int64_t choose_quantum(std::int64_t line, int lanes) const {
         if (options_.quantum > 0) return options_.quantum;
         const double entry = static_cast<double>(line) / (std::max(1, topo_.servers) * lanes);
-        return std::max<std::int64_t>(1, static_cast<std::int64_t>(options_.quantum_fraction * entry));
+        return std::max<std::int64_t>(1, detail::saturate(options_.quantum_fraction * entry));
     }
 
     [[nodiscard]] std::int64_t alpha_bytes(double alphas) const {
-        return static_cast<std::int64_t>(alphas * topo_.alpha_out_us * topo_.scale_out_gbps * 1e3);
+        return detail::saturate(alphas * topo_.alpha_out_us * topo_.scale_out_gbps * 1e3);
     }
 
     void make_bottleneck(const traffic_matrix& m) {
@@ -395,9 +395,8 @@ private:
         }
         const std::int64_t q = options_.quantum > 0
                                    ? options_.quantum
-                                   : std::max<std::int64_t>(1, static_cast<std::int64_t>(
-                                                                   options_.quantum_fraction *
-                                                                   static_cast<double>(line) / r));
+                                   : std::max<std::int64_t>(1, detail::saturate(options_.quantum_fraction *
+                                                                                static_cast<double>(line) / r));
         detail::quantise(a, q);
         detail::pad_flat(a, r, row_deficit_, col_deficit_);
         detail::decompose_flat(a, r, matching_rule::bottleneck, stages_, decompose_ws_);

@@ -25,6 +25,14 @@ namespace fast::detail {
     return r;
 }
 
+/// A non-negative double as int64, saturating at INT64_MAX (byte counts scaled by factors can
+/// exceed the range; a plain cast would be undefined behaviour). NaN gives 0.
+[[nodiscard]] constexpr std::int64_t saturate(double v) noexcept {
+    if (!(v > 0)) return 0;
+    if (v >= 9.2233720368547758e18) return INT64_MAX;
+    return static_cast<std::int64_t>(v);
+}
+
 /// Ceiling division for non-negative numerator and positive denominator.
 [[nodiscard]] constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) noexcept {
     return a / b + (a % b != 0 ? 1 : 0);

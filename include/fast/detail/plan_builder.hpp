@@ -117,7 +117,7 @@ public:
         const double ratio = topo.scale_up_gbps / topo.scale_out_gbps;
         capacity_.assign(steps_, 0);
         for (std::size_t k = 1; k < steps_ && k < step_bytes.size(); ++k)
-            capacity_[k] = static_cast<std::int64_t>(std::min(4e18, static_cast<double>(step_bytes[k]) * ratio));
+            capacity_[k] = saturate(static_cast<double>(step_bytes[k]) * ratio);
         if (timing == gather_timing::windowed)
             up_load_.assign(static_cast<std::size_t>(topo.ranks()) * steps_ * 2, 0);
         const auto ug = static_cast<std::size_t>(g_);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../bvn.hpp"
+#include "checked.hpp"
 #include "plan_builder.hpp"
 
 namespace fast::detail {
@@ -317,11 +318,12 @@ inline void shape_steps(stage_schedule& sc, double rise, double fall, std::int64
                 const std::int64_t n = length(step);
                 const std::int64_t cut = n - limit >= limit ? limit : n / 2;
                 out.push_back(carve(step, cut));
-                limit = static_cast<std::int64_t>(growth * static_cast<double>(cut));
+                // Strictly growing, even where rounding would keep a tiny limit in place.
+                limit = std::max(cut + 1, saturate(growth * static_cast<double>(cut)));
             }
             const std::int64_t n = length(step);
             if (n > 0) out.push_back(std::move(step));
-            limit = std::max(limit, static_cast<std::int64_t>(growth * static_cast<double>(n)));
+            limit = std::max(limit, saturate(growth * static_cast<double>(n)));
         }
         side = std::move(out);
     };
