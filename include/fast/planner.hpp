@@ -118,6 +118,10 @@ struct plan_options {
     /// Steps are not cut shorter than this many alpha_out worth of bytes; the first and last
     /// steps are about that long.
     double min_step_alphas = 2.0;
+    /// Rail packing: no step is longer than this share of the busiest NIC's bytes. Scratch
+    /// holds about two steps' balanced and landed bytes, so this bounds it; smaller means more
+    /// steps (alpha_out each).
+    double max_step_share = 1.0;
     /// Bottleneck and rail-packed policies: balancing for step k may happen in any of the
     /// `window` steps before it, redistribution in any of the `window` steps after it.
     int window = 2;
@@ -141,6 +145,8 @@ public:
         if (!(options_.min_step_alphas >= 0 && options_.min_step_alphas <= 1e6))
             throw invalid_argument("min_step_alphas must be non-negative, got " +
                                    std::to_string(options_.min_step_alphas));
+        if (!(options_.max_step_share > 0 && options_.max_step_share <= 1e6))
+            throw invalid_argument("max_step_share must be positive, got " + std::to_string(options_.max_step_share));
         if (options_.window < 1 || options_.window > detail::max_window)
             throw invalid_argument("window must be between 1 and " + std::to_string(detail::max_window) +
                                    ", got " + std::to_string(options_.window));
@@ -320,14 +326,16 @@ private:
     void make_rail_packed(const traffic_matrix& m) {
         compute_shares(m, false);
         const int g = topo_.gpus_per_server;
-        const std::int64_t q = choose_quantum(largest_line(pair_), g);
+        const std::int64_t line = largest_line(pair_);
+        const std::int64_t q = choose_quantum(line, g);
         padded_ = pair_;
         detail::quantise(padded_, q);
         detail::pad_flat(padded_, topo_.servers, row_deficit_, col_deficit_);
         detail::decompose_flat(padded_, topo_.servers, matching_rule::bottleneck, stages_, decompose_ws_);
         detail::scale_weights(stages_, q);
         const std::int64_t min_step = alpha_bytes(options_.min_step_alphas);
-        detail::build_rail_packed(stages_, pair_, g, min_step, schedule_, left_, real_, scratch_order_);
+        const std::int64_t max_step = detail::saturate(options_.max_step_share * static_cast<double>(line) / g);
+        detail::build_rail_packed(stages_, pair_, g, min_step, max_step, schedule_, left_, real_, scratch_order_);
         const auto [rise, fall] = ramp_growth();
         detail::shape_steps(schedule_, rise, fall, min_step);
         // What each rail carries for each pair follows from the schedule.

@@ -17,13 +17,15 @@
 //     step where both of its GPUs' scale-up ports have the most room left under that step's
 //     scale-out (greedy, in emission order).
 //
-// Scratch: a region is read at most W + 1 steps after it is written, so regions live in W + 1
-// arenas by step (gathers by the step that reads them, landings by the step that writes them),
-// and each arena is reused every W + 1 steps; bytes gathered up front get a region of their own.
-// Within one step an arena region of a rank has one writer stream (scale-out is one-to-one), so
-// a cursor per slot places bytes. Offsets are relative to their region until all sizes are
-// known; each bucket keeps the regions of its transfers' scratch ends beside it until finish()
-// resolves them.
+// Scratch: every slot that needs staging gets regions of its own: at the carrier for the bytes
+// gathered for it, at the receiver for the bytes that land on the wrong GPU (and, up front, one
+// region per carrier for everything balanced in step 0). A region lives from the first step
+// that writes it to the last step that reads it; within a step only one stream writes it
+// (scale-out is one-to-one), so a cursor places bytes. When all regions and lifetimes are known,
+// finish() lays out each rank's regions first-fit by lifetime: regions alive in overlapping
+// steps never share bytes (a step that reads one never writes another in the same place), and
+// the others reuse the same memory. Offsets stay relative to their region until then; each
+// record keeps its regions beside it.
 
 #include <algorithm>
 #include <cstdint>
@@ -112,8 +114,8 @@ public:
         steps_ = static_cast<std::size_t>(last_step) + 2;
         if (buckets_.size() < steps_) buckets_.resize(steps_);
         for (std::size_t k = 0; k < steps_; ++k) buckets_[k].clear();
-        regions_ = 1 + 2 * (window_ + 1);
-        region_size_.assign(static_cast<std::size_t>(topo.ranks()) * static_cast<std::size_t>(regions_), 0);
+        regions_.clear();
+        staged_region_.assign(static_cast<std::size_t>(topo.ranks()), no_region);
         const double ratio = topo.scale_up_gbps / topo.scale_out_gbps;
         capacity_.assign(steps_, 0);
         for (std::size_t k = 1; k < steps_ && k < step_bytes.size(); ++k)
@@ -193,10 +195,18 @@ public:
         std::size_t p = 0;
         std::int64_t used = 0; // bytes of pieces[p] already sent
         for (const stream_slot& slot : slots) {
-            const std::uint8_t g_region = up_front ? 0 : gather_region(slot.step);
-            const std::uint8_t l_region = landing_region(slot.step);
-            std::int64_t gathered = up_front ? size_of(carrier, 0) : 0;
+            // This slot's regions, created on first use.
+            std::uint32_t g_region = no_region;
+            std::uint32_t l_region = no_region;
+            std::int64_t gathered = 0;
             std::int64_t landed = 0;
+            if (up_front) {
+                std::uint32_t& staged = staged_region_[static_cast<std::size_t>(carrier)];
+                if (staged == no_region) staged = new_region(carrier, 0, slot.step);
+                g_region = staged;
+                gathered = regions_[g_region].size;
+                regions_[g_region].last = std::max(regions_[g_region].last, slot.step);
+            }
             std::int64_t left = slot.bytes;
             // One placement decision per origin (gathers) and per final GPU (redistribution)
             // of the slot: -1 means not decided yet.
@@ -211,7 +221,7 @@ public:
                 const auto b = static_cast<std::size_t>(pc.final);
                 const std::int64_t at = pc.offset + used;
                 buffer src_buf = buffer::send;
-                std::uint8_t src_region = no_region;
+                std::uint32_t src_region = no_region;
                 std::int64_t src_off = send_at_[a * ug + b] + at;
                 if (a != ui) {
                     const int origin = rank(s_, a);
@@ -220,6 +230,9 @@ public:
                         step = up_front ? 0
                                         : roomiest(origin, carrier, std::max(0, slot.step - window_),
                                                    slot.step - 1, true);
+                    if (g_region == no_region) g_region = new_region(carrier, step, slot.step);
+                    region& g = regions_[g_region];
+                    g.first = std::min(g.first, step);
                     emit(step, origin, buffer::send, no_region, src_off, carrier, buffer::scratch,
                          g_region, gathered, n, tier::scale_up);
                     src_buf = buffer::scratch;
@@ -231,14 +244,17 @@ public:
                     emit(slot.step, carrier, src_buf, src_region, src_off, receiver, buffer::recv, no_region,
                          recv_at_[a * ug + b] + at, n, tier::scale_out);
                 } else {
-                    emit(slot.step, carrier, src_buf, src_region, src_off, receiver, buffer::scratch,
-                         l_region, landed, n, tier::scale_out);
                     const int final_rank = rank(d_, b);
                     std::int32_t& step = scatter_step_of_[b];
                     if (step < 0)
                         step = up_front ? slot.step + 1
                                         : roomiest(receiver, final_rank, slot.step + 1,
                                                    std::min(slot.step + window_, last_ + 1), false);
+                    if (l_region == no_region) l_region = new_region(receiver, slot.step, step);
+                    region& l = regions_[l_region];
+                    l.last = std::max(l.last, step);
+                    emit(slot.step, carrier, src_buf, src_region, src_off, receiver, buffer::scratch,
+                         l_region, landed, n, tier::scale_out);
                     emit(step, receiver, buffer::scratch, l_region, landed, final_rank, buffer::recv,
                          no_region, recv_at_[a * ug + b] + at, n, tier::scale_up);
                     landed += n;
@@ -250,10 +266,8 @@ public:
                     used = 0;
                 }
             }
-            std::int64_t& gs = size_of(carrier, g_region);
-            gs = std::max(gs, gathered);
-            std::int64_t& ls = size_of(receiver, l_region);
-            ls = std::max(ls, landed);
+            if (g_region != no_region) regions_[g_region].size = gathered;
+            if (l_region != no_region) regions_[l_region].size = landed;
         }
     }
 
@@ -261,18 +275,11 @@ public:
     /// regions and resolves the region-relative offsets.
     void finish(plan& out) {
         const auto r = static_cast<std::size_t>(topo_.ranks());
-        const auto q_count = static_cast<std::size_t>(regions_);
+        layout_regions(r);
         out.scratch_bytes.assign(r, 0);
-        for (std::size_t k = 0; k < r; ++k) {
-            std::int64_t base = 0;
-            for (std::size_t q = 0; q < q_count; ++q) {
-                std::int64_t& size = region_size_[k * q_count + q];
-                const std::int64_t n = size;
-                size = base; // from now on: the region's base
-                base = checked_add(base, n, "scratch of one rank");
-            }
-            out.scratch_bytes[k] = base;
-        }
+        for (const region& x : regions_)
+            out.scratch_bytes[static_cast<std::size_t>(x.rank)] =
+                std::max(out.scratch_bytes[static_cast<std::size_t>(x.rank)], checked_add(x.base, x.size, "scratch of one rank"));
         std::size_t total = 0;
         for (std::size_t k = 0; k < steps_; ++k) total += buckets_[k].size();
         out.transfers.clear();
@@ -283,8 +290,8 @@ public:
             if (b.empty()) continue;
             for (const record& x : b) {
                 transfer& t = out.transfers.emplace_back(x.t);
-                if (x.src_region != no_region) t.src_offset += base_of(t.src, x.src_region);
-                if (x.dst_region != no_region) t.dst_offset += base_of(t.dst, x.dst_region);
+                if (x.src_region != no_region) t.src_offset += regions_[x.src_region].base;
+                if (x.dst_region != no_region) t.dst_offset += regions_[x.dst_region].base;
             }
             out.step_offsets.push_back(out.transfers.size());
         }
@@ -294,20 +301,63 @@ private:
     [[nodiscard]] int rank(int server, std::size_t local) const noexcept {
         return server * g_ + static_cast<int>(local);
     }
-    // Region 0: bytes gathered up front; then W + 1 gather arenas (by the reading step), then
-    // W + 1 landing arenas (by the writing step).
-    [[nodiscard]] std::uint8_t gather_region(std::int32_t read_step) const noexcept {
-        return static_cast<std::uint8_t>(1 + read_step % (window_ + 1));
+    // A scratch region of `rank`, alive from step `first` to step `last`.
+    struct region {
+        std::int64_t size = 0;
+        std::int64_t base = 0;
+        std::int32_t rank = 0;
+        std::int32_t first = 0;
+        std::int32_t last = 0;
+    };
+
+    std::uint32_t new_region(int rank, std::int32_t first, std::int32_t last) {
+        if (regions_.size() >= no_region) throw invalid_argument("a plan with more than 2^32 scratch regions");
+        regions_.push_back({0, 0, rank, first, last});
+        return static_cast<std::uint32_t>(regions_.size() - 1);
     }
-    [[nodiscard]] std::uint8_t landing_region(std::int32_t write_step) const noexcept {
-        return static_cast<std::uint8_t>(2 + window_ + write_step % (window_ + 1));
-    }
-    std::int64_t& size_of(int rank, int region) noexcept {
-        return region_size_[static_cast<std::size_t>(rank) * static_cast<std::size_t>(regions_) +
-                            static_cast<std::size_t>(region)];
-    }
-    [[nodiscard]] std::int64_t base_of(int rank, std::uint8_t region) const noexcept {
-        return region_size_[static_cast<std::size_t>(rank) * static_cast<std::size_t>(regions_) + region];
+
+    // Gives every region a base: per rank, in order of first step (longer-lived and larger
+    // first), at the lowest offset free of every region whose lifetime overlaps its own.
+    void layout_regions(std::size_t ranks) {
+        by_rank_.assign(ranks + 1, 0);
+        for (const region& x : regions_) ++by_rank_[static_cast<std::size_t>(x.rank) + 1];
+        for (std::size_t k = 0; k < ranks; ++k) by_rank_[k + 1] += by_rank_[k];
+        order_.resize(regions_.size());
+        fill_.assign(by_rank_.begin(), by_rank_.end() - 1);
+        for (std::uint32_t k = 0; k < regions_.size(); ++k) order_[fill_[static_cast<std::size_t>(regions_[k].rank)]++] = k;
+        for (std::size_t k = 0; k < ranks; ++k) {
+            const auto first = order_.begin() + static_cast<std::ptrdiff_t>(by_rank_[k]);
+            const auto last = order_.begin() + static_cast<std::ptrdiff_t>(by_rank_[k + 1]);
+            std::sort(first, last, [&](std::uint32_t x, std::uint32_t y) {
+                const region& a = regions_[x];
+                const region& b = regions_[y];
+                if (a.first != b.first) return a.first < b.first;
+                if (a.last != b.last) return a.last > b.last;
+                if (a.size != b.size) return a.size > b.size;
+                return x < y;
+            });
+            active_.clear(); // placed regions that may still overlap, by base
+            for (auto it = first; it != last; ++it) {
+                region& x = regions_[*it];
+                // Regions that ended before this one starts no longer constrain it.
+                active_.erase(std::remove_if(active_.begin(), active_.end(),
+                                             [&](std::uint32_t y) { return regions_[y].last < x.first; }),
+                              active_.end());
+                std::int64_t base = 0;
+                for (const std::uint32_t y : active_) { // sorted by base
+                    const region& z = regions_[y];
+                    if (z.size == 0) continue;
+                    if (base + x.size <= z.base) break;
+                    base = std::max(base, z.base + z.size);
+                }
+                x.base = base;
+                active_.insert(std::upper_bound(active_.begin(), active_.end(), *it,
+                                                [&](std::uint32_t y, std::uint32_t z) {
+                                                    return regions_[y].base < regions_[z].base;
+                                                }),
+                               *it);
+            }
+        }
     }
 
     // The step in [first, last] with the most scale-up room left (under that step's scale-out)
@@ -331,8 +381,8 @@ private:
         return best;
     }
 
-    __attribute__((always_inline)) void emit(std::int32_t step, int src, buffer sb, std::uint8_t sr,
-                                             std::int64_t so, int dst, buffer db, std::uint8_t dr,
+    __attribute__((always_inline)) void emit(std::int32_t step, int src, buffer sb, std::uint32_t sr,
+                                             std::int64_t so, int dst, buffer db, std::uint32_t dr,
                                              std::int64_t dof, std::int64_t bytes, tier t) {
         if (t == tier::scale_up && !up_load_.empty()) {
             const auto k = static_cast<std::size_t>(step);
@@ -371,7 +421,6 @@ private:
     gather_timing timing_ = gather_timing::windowed;
     int window_ = 1;
     std::int32_t last_ = 0;
-    int regions_ = 0;
     const std::int64_t* tile_ = nullptr;
     layout_index index_;
     std::vector<std::int64_t> send_at_;
@@ -384,15 +433,20 @@ private:
     // scratch) stay beside it until finish() knows every region's base.
     struct record {
         transfer t;
-        std::uint8_t src_region;
-        std::uint8_t dst_region;
+        std::uint32_t src_region;
+        std::uint32_t dst_region;
     };
-    static constexpr std::uint8_t no_region = 255;
+    static constexpr std::uint32_t no_region = UINT32_MAX;
     std::vector<std::vector<record>> buckets_; // per step
     std::size_t steps_ = 0;
     std::vector<std::int64_t> capacity_; // per step: scale-up bytes that fit under its scale-out
     std::vector<std::int64_t> up_load_;  // rank x step x {send, receive}: scale-up bytes placed
-    std::vector<std::int64_t> region_size_;
+    std::vector<region> regions_;
+    std::vector<std::uint32_t> staged_region_; // per rank: its up-front region, or no_region
+    std::vector<std::size_t> by_rank_;
+    std::vector<std::size_t> fill_;
+    std::vector<std::uint32_t> order_;
+    std::vector<std::uint32_t> active_;
 };
 
 } // namespace fast::detail

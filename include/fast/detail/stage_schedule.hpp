@@ -174,9 +174,10 @@ inline void build_uniform_rails(const decomposition& stages, std::span<const std
 /// same duration D: the largest D at which the remaining stage pieces fill G cells (a piece of
 /// duration w fills floor(w / D) of them, a "water level"). Below `min_step` bytes a step's alpha
 /// outweighs keeping every rail busy: pieces are then not split finer, each takes a cell whole
-/// and some rails may idle. Steps come out longest first, numbered from 1.
+/// and some rails may idle. No step is longer than `max_step` bytes, which bounds scratch: a
+/// step's gathered and landed bytes are staged. Steps come out longest first, numbered from 1.
 inline void build_rail_packed(const decomposition& stages, std::span<const std::int64_t> pair_bytes,
-                              int g, std::int64_t min_step, stage_schedule& out,
+                              int g, std::int64_t min_step, std::int64_t max_step, stage_schedule& out,
                               std::vector<std::int64_t>& left, std::vector<std::int64_t>& real,
                               std::vector<std::size_t>& order) {
     const int s_count = stages.n;
@@ -219,7 +220,8 @@ inline void build_rail_packed(const decomposition& stages, std::span<const std::
             const std::int64_t mid = lo + (hi - lo + 1) / 2;
             if (cells_at(mid) >= want) lo = mid; else hi = mid - 1;
         }
-        const std::int64_t level = std::max(lo, std::min(min_step, duration[order.front()]));
+        const std::int64_t level = std::min(std::max(lo, std::min(min_step, duration[order.front()])),
+                                            std::max<std::int64_t>(max_step, 1));
         ++step;
         int rail = 0;
         for (const std::size_t k : order) {
