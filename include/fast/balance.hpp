@@ -85,7 +85,8 @@ struct tile_workspace {
     std::vector<std::int64_t> left;     // G x G bytes of each block not yet assigned
     std::vector<std::int64_t> consumed; // G x G bytes of each block already assigned
     std::vector<std::int64_t> room;     // G bytes each rail can still take
-    std::vector<std::pair<std::uint64_t, piece>> keyed;
+    std::vector<std::uint64_t> keys;
+    std::vector<piece> sorted;
     void resize(int g) {
         const auto n = static_cast<std::size_t>(g) * static_cast<std::size_t>(g);
         left.resize(n);
@@ -122,12 +123,9 @@ void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
                  rail_preference preference = rail_preference::own_first) {
     ws.resize(g);
     const auto ug = static_cast<std::size_t>(g);
-    for (std::size_t a = 0; a < ug; ++a)
-        for (std::size_t b = 0; b < ug; ++b) {
-            ws.left[a * ug + b] = tile[a * stride + b];
-            ws.consumed[a * ug + b] = 0;
-        }
-    for (std::size_t i = 0; i < ug; ++i) ws.room[i] = capacity[i];
+    for (std::size_t a = 0; a < ug; ++a) std::copy_n(tile + a * stride, ug, ws.left.begin() + static_cast<std::ptrdiff_t>(a * ug));
+    std::fill(ws.consumed.begin(), ws.consumed.end(), 0);
+    std::copy(capacity.begin(), capacity.end(), ws.room.begin());
 
     auto take = [&](std::size_t rail, std::size_t a, std::size_t b) {
         const std::size_t k = a * ug + b;
@@ -168,23 +166,26 @@ void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
         }
     }
     // Stream order by an integer key: category, then (for bytes that need redistribution) the
-    // final GPU's heat rank, then origin, then final. At most one piece per block and rail.
+    // final GPU's heat rank, then origin, then final; a rail has at most one piece of a block, so
+    // the key is unique and its low bits can carry the piece's index.
     for (std::size_t i = 0; i < ug; ++i) {
         auto& list = out[i];
-        if (list.size() < 2) continue;
-        ws.keyed.clear();
-        for (const piece& p : list) {
-            const auto cat = static_cast<std::uint64_t>(stream_rank(p, static_cast<int>(i)));
-            const std::uint64_t hot = cat <= 1 && !heat_rank.empty() ? heat_rank[static_cast<std::size_t>(p.final)] : 0;
-            ws.keyed.emplace_back((cat << 62) | (hot << 41) | (static_cast<std::uint64_t>(p.origin) << 20) |
-                                      static_cast<std::uint64_t>(p.final),
-                                  p);
-        }
-        if (ug < (std::size_t{1} << 20)) {
-            std::sort(ws.keyed.begin(), ws.keyed.end(),
-                      [](const auto& x, const auto& y) { return x.first < y.first; });
-            for (std::size_t k = 0; k < list.size(); ++k) list[k] = ws.keyed[k].second;
-        } else { // more than a million GPUs per server: the key would not fit
+        const std::size_t n = list.size();
+        if (n < 2) continue;
+        if (ug < (std::size_t{1} << 12) && n < (std::size_t{1} << 24)) {
+            ws.keys.resize(n);
+            for (std::size_t k = 0; k < n; ++k) {
+                const piece& p = list[k];
+                const auto cat = static_cast<std::uint64_t>(stream_rank(p, static_cast<int>(i)));
+                const std::uint64_t hot = cat <= 1 && !heat_rank.empty() ? heat_rank[static_cast<std::size_t>(p.final)] : 0;
+                ws.keys[k] = (cat << 60) | (hot << 48) | (static_cast<std::uint64_t>(p.origin) << 36) |
+                             (static_cast<std::uint64_t>(p.final) << 24) | k;
+            }
+            std::sort(ws.keys.begin(), ws.keys.end());
+            ws.sorted.resize(n);
+            for (std::size_t k = 0; k < n; ++k) ws.sorted[k] = list[ws.keys[k] & 0xffffff];
+            std::copy(ws.sorted.begin(), ws.sorted.end(), list.begin());
+        } else { // thousands of GPUs per server: compare directly
             std::sort(list.begin(), list.end(), [&](const piece& x, const piece& y) {
                 const int rx = stream_rank(x, static_cast<int>(i));
                 const int ry = stream_rank(y, static_cast<int>(i));
