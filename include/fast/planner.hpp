@@ -222,7 +222,6 @@ private:
         }
         pair_.assign(us * us, 0);
         gpu_out_.assign(us * ug, 0);
-        gpu_in_.assign(us * ug, 0);
         own_.resize(ug);
         rank_order_.resize(ug);
         for (std::size_t s = 0; s < us; ++s)
@@ -242,40 +241,32 @@ private:
                     server_[s * us + d] = detail::ceil_div(total, static_cast<std::int64_t>(ug));
                 }
                 pair_[s * us + d] = total;
-                for (std::size_t a = 0; a < ug; ++a) {
-                    gpu_out_[s * ug + a] += own_[a];
-                    for (std::size_t b = 0; b < ug; ++b) gpu_in_[d * ug + b] += tile[a * stride + b];
-                }
+                for (std::size_t a = 0; a < ug; ++a) gpu_out_[s * ug + a] += own_[a];
             }
     }
 
-    // The ramp growth factors. A step of D bytes per NIC makes the busiest sending GPU of a
+    // The ramp growth factor. A step of D bytes per NIC makes the busiest sending GPU of a
     // server (share f of the server's outbound bytes) move about f (G - 1) D bytes over scale-up
-    // before it, the busiest receiving GPU about as much after it; spread over `window`
-    // neighbouring steps of D' bytes each with room D' B_up / B_out, that is at most `ramp` of
-    // the room when D / D' <= ramp * window * (B_up / B_out) / (f (G - 1)).
-    [[nodiscard]] std::pair<double, double> ramp_growth() const {
-        if (options_.ramp <= 0) return {0.0, 0.0};
+    // before it; spread over `window` neighbouring steps of D' bytes each with room
+    // D' B_up / B_out, that is at most `ramp` of the room when
+    // D / D' <= ramp * window * (B_up / B_out) / (f (G - 1)). The falling side uses the same
+    // factor: the busiest receiving GPU can be far hotter (MoE experts), but streams carry the
+    // bytes for hot receivers first, so the last, shrinking steps hold bytes for cold ones.
+    [[nodiscard]] double ramp_growth() const {
+        if (options_.ramp <= 0) return 0.0;
         const auto us = static_cast<std::size_t>(topo_.servers);
         const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
-        double f_out = 1.0 / static_cast<double>(ug);
-        double f_in = f_out;
+        double f = 1.0 / static_cast<double>(ug);
         for (std::size_t s = 0; s < us; ++s) {
             std::int64_t out = 0;
-            std::int64_t in = 0;
-            for (std::size_t a = 0; a < ug; ++a) {
-                out += gpu_out_[s * ug + a];
-                in += gpu_in_[s * ug + a];
-            }
-            for (std::size_t a = 0; a < ug; ++a) {
-                if (out > 0) f_out = std::max(f_out, static_cast<double>(gpu_out_[s * ug + a]) / static_cast<double>(out));
-                if (in > 0) f_in = std::max(f_in, static_cast<double>(gpu_in_[s * ug + a]) / static_cast<double>(in));
-            }
+            for (std::size_t a = 0; a < ug; ++a) out += gpu_out_[s * ug + a];
+            if (out > 0)
+                for (std::size_t a = 0; a < ug; ++a)
+                    f = std::max(f, static_cast<double>(gpu_out_[s * ug + a]) / static_cast<double>(out));
         }
         const double moved = std::max(1.0, static_cast<double>(ug) - 1.0);
         const double room = options_.ramp * options_.window * topo_.scale_up_gbps / topo_.scale_out_gbps;
-        auto factor = [&](double f) { return std::clamp(room / (f * moved), 1.5, 16.0); };
-        return {factor(f_out), factor(f_in)};
+        return std::clamp(room / (f * moved), 1.5, 16.0);
     }
 
     // --- beyond the paper ---------------------------------------------------------------------
@@ -318,8 +309,8 @@ private:
         sequence_.resize(stages_.size());
         std::iota(sequence_.begin(), sequence_.end(), std::size_t{0});
         detail::build_uniform_rails(stages_, sequence_, share_, topo_.gpus_per_server, 1, left_, schedule_);
-        const auto [rise, fall] = ramp_growth();
-        detail::shape_steps(schedule_, rise, fall, alpha_bytes(options_.min_step_alphas));
+        const double growth = ramp_growth();
+        detail::shape_steps(schedule_, growth, alpha_bytes(options_.min_step_alphas));
         emit(m, detail::gather_timing::windowed, share_, detail::rail_preference::own_first);
     }
 
@@ -336,8 +327,8 @@ private:
         const std::int64_t min_step = alpha_bytes(options_.min_step_alphas);
         const std::int64_t max_step = detail::saturate(options_.max_step_share * static_cast<double>(line) / g);
         detail::build_rail_packed(stages_, pair_, g, min_step, max_step, schedule_, left_, real_, scratch_order_);
-        const auto [rise, fall] = ramp_growth();
-        detail::shape_steps(schedule_, rise, fall, min_step);
+        const double growth = ramp_growth();
+        detail::shape_steps(schedule_, growth, min_step);
         // What each rail carries for each pair follows from the schedule.
         slots_of_.build(schedule_);
         const auto us = static_cast<std::size_t>(topo_.servers);
@@ -467,7 +458,6 @@ private:
     std::vector<std::int64_t> server_;
     std::vector<std::int64_t> pair_;
     std::vector<std::int64_t> gpu_out_; // per GPU: inter-server bytes sent
-    std::vector<std::int64_t> gpu_in_;  // per GPU: inter-server bytes received
     std::vector<std::int64_t> capacity_;
     std::vector<std::int64_t> own_;
     std::vector<int> rank_order_;

@@ -267,12 +267,12 @@ inline void step_lengths(const stage_schedule& sc, std::vector<std::int64_t>& le
 /// those of step k - 1 at B_up / B_out times the scale-out rate; only the balancing before the
 /// first step and the redistribution after the last one are exposed. So: the longest steps go
 /// in the middle and the shortest at both ends (a pyramid), then every step on the rising side
-/// is at most `rise` times its predecessor (balancing for the next step must fit under it) and
-/// every step on the falling side at most `fall` times its successor (redistribution of the
-/// previous step must fit under it), with the first and last steps at most `edge` bytes; longer
-/// steps are split (the split-off part keeps the slot's permutation, each server sending
+/// is at most `growth` times its predecessor (balancing for the next step must fit under it)
+/// and every step on the falling side at most `growth` times its successor (redistribution of
+/// the previous step must fit under it), with the first and last steps at most `edge` bytes;
+/// longer steps are split (the split-off part keeps the slot's permutation, each server sending
 /// min(part, its bytes)). Steps are renumbered 1, 2, ...
-inline void shape_steps(stage_schedule& sc, double rise, double fall, std::int64_t edge) {
+inline void shape_steps(stage_schedule& sc, double growth, std::int64_t edge) {
     const auto us = static_cast<std::size_t>(sc.servers);
     const auto k_count = static_cast<std::size_t>(sc.last_step);
     if (sc.slots.empty()) return;
@@ -310,7 +310,7 @@ inline void shape_steps(stage_schedule& sc, double rise, double fall, std::int64
         return part;
     };
     // Makes an ascending list of steps grow by at most `growth` from `edge`.
-    auto ramp = [&](std::vector<std::vector<std::size_t>>& side, double growth) {
+    auto ramp = [&](std::vector<std::vector<std::size_t>>& side) {
         std::vector<std::vector<std::size_t>> out;
         std::int64_t limit = edge;
         for (auto& step : side) {
@@ -333,8 +333,8 @@ inline void shape_steps(stage_schedule& sc, double rise, double fall, std::int64
     // end, so it is built ascending from the last step backwards.
     if (!falling.empty() && !rising.empty() && length(falling.back()) > length(rising.back()))
         std::swap(falling.back(), rising.back());
-    ramp(rising, rise);
-    ramp(falling, fall);
+    ramp(rising);
+    ramp(falling);
     std::int32_t number = 0;
     for (const auto& step : rising) {
         ++number;
