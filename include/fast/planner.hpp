@@ -112,8 +112,8 @@ struct plan_options {
     /// Ramps of the bottleneck and rail-packed policies (0: none). Balancing for a step and
     /// redistribution after it run during the neighbouring steps; ramps keep consecutive steps
     /// close enough in length that this scale-up work is expected to fill at most this share of
-    /// a neighbour's scale-up time, given the busiest sending and receiving GPUs' shares of
-    /// their servers' traffic.
+    /// a neighbour's scale-up time, given the busiest sending GPU's share of its server's
+    /// traffic.
     double ramp = 0.5;
     /// Steps are not cut shorter than this many alpha_out worth of bytes; the first and last
     /// steps are about that long.
