@@ -1,0 +1,49 @@
+#pragma once
+/// \file config.hpp
+/// How a communicator runs: servers, schedule, memory kind, timeout.
+
+#include <chrono>
+#include <string_view>
+
+namespace fast::exec {
+
+/// Which plan the executor carries out.
+enum class scheduler {
+    fast,   ///< the FAST schedule (fast::planner's default): balanced, incast-free steps
+    direct, ///< every transfer posted at once, like NCCL's or MPI's alltoallv (the baseline)
+};
+
+/// Where the user's buffers (and the executor's scratch) live.
+enum class memory {
+    host, ///< ordinary host memory
+    cuda, ///< CUDA device memory (needs a build with -Dcuda=enabled and a CUDA-aware UCX)
+    hip,  ///< HIP/ROCm device memory (needs a build with -Dhip=enabled and a ROCm-aware UCX)
+};
+
+[[nodiscard]] constexpr std::string_view to_string(scheduler s) noexcept {
+    return s == scheduler::fast ? "fast" : "direct";
+}
+
+[[nodiscard]] constexpr std::string_view to_string(memory m) noexcept {
+    return m == memory::host ? "host" : m == memory::cuda ? "cuda" : "hip";
+}
+
+/// Every rank of a communicator must pass the same configuration (checked at creation).
+struct config {
+    /// Ranks per server (GPUs per server). 0: the ranks that share a host form a server; they must
+    /// be contiguous ranks and every host must hold the same number of them. A positive value
+    /// groups ranks [s * G, (s + 1) * G) into server s whatever their hosts are (emulation); the
+    /// communicator size must be a multiple of it.
+    int gpus_per_server = 0;
+    exec::scheduler scheduler = exec::scheduler::fast;
+    exec::memory memory = exec::memory::host;
+    /// Bound of every wait: each step's transfers, the end-of-call flush, cancellation, and (with
+    /// <fast/exec/mpi.hpp>) each allgather. Must be positive.
+    std::chrono::milliseconds timeout{60'000};
+    /// A transfer whose bytes lie in several regions of a non-packed user layout goes as one UCX
+    /// message with an iov datatype (true) or as one message per contiguous piece (false). Device
+    /// memory always uses pieces.
+    bool iov = true;
+};
+
+} // namespace fast::exec

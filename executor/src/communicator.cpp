@@ -1,0 +1,869 @@
+#include "communicator_impl.hpp"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <type_traits>
+
+#include <fast/error.hpp>
+
+#include "hosts.hpp"
+
+namespace fast::exec {
+
+namespace detail {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+constexpr std::uint64_t wire_magic = 0x4641535445584543ull; // "FASTEXEC"
+constexpr std::uint32_t wire_version = 1;
+
+template <std::size_t N>
+void put_text(char (&dst)[N], std::string_view s) noexcept {
+    const std::size_t n = std::min(s.size(), N - 1);
+    std::memcpy(dst, s.data(), n);
+    dst[n] = '\0';
+}
+
+template <std::size_t N>
+std::string get_text(const char (&src)[N]) {
+    return std::string(src, strnlen(src, N));
+}
+
+// What every rank contributes at creation (first round).
+struct hello {
+    std::uint64_t magic;
+    std::uint32_t version;
+    std::int32_t error; // errc of a local failure, 0 if none
+    std::int32_t size;
+    std::int32_t gpus_per_server;
+    std::int32_t scheduler;
+    std::int32_t memory;
+    std::int32_t iov;
+    std::int32_t reserved;
+    std::uint64_t address_bytes;
+    char host[320];
+    char text[256];
+};
+
+// The outcome of a local step every rank reports (connection, scratch growth).
+struct report {
+    std::uint64_t capacity;
+    std::int32_t error;
+    std::int32_t reserved;
+    char text[240];
+};
+
+// The header of every call's allgather; the counts follow it.
+struct call_header {
+    std::uint64_t magic;
+    std::uint64_t seq;
+    std::int32_t kind;
+    std::int32_t error;
+    char text[240];
+};
+
+// Rank r's record in a gathered buffer (copied out: the buffer holds bytes, not objects).
+template <class T>
+T entry(const std::vector<unsigned char>& all, std::size_t stride, int r) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    T out;
+    std::memcpy(&out, all.data() + static_cast<std::size_t>(r) * stride, sizeof out);
+    return out;
+}
+
+std::uint64_t load_u64(const unsigned char* p) {
+    std::uint64_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+const char* kind_name(std::int32_t k) {
+    return k == static_cast<std::int32_t>(call_kind::alltoallv) ? "alltoallv"
+         : k == static_cast<std::int32_t>(call_kind::alltoallv_init) ? "alltoallv_init"
+                                                                    : "an unknown call";
+}
+
+// The first rank that reported an error, as one message every rank builds the same way.
+template <class T>
+status first_error(const std::vector<unsigned char>& all, std::size_t stride, int size,
+                   const char* context) {
+    int first = -1;
+    int count = 0;
+    for (int r = 0; r < size; ++r)
+        if (entry<T>(all, stride, r).error != 0) {
+            if (first < 0) first = r;
+            ++count;
+        }
+    if (first < 0) return {};
+    const T e = entry<T>(all, stride, first);
+    std::string msg = std::string(context) + "rank " + std::to_string(first) + ": " + get_text(e.text);
+    if (count > 1) msg += " (and " + std::to_string(count - 1) + " more rank" + (count > 2 ? "s" : "") + ")";
+    const auto code = static_cast<errc>(e.error);
+    return status(code > errc::ok && code <= errc::internal ? code : errc::internal, msg);
+}
+
+} // namespace
+
+// --- creation ----------------------------------------------------------------------------------
+
+status communicator_impl::gather(const void* send, std::size_t bytes, std::vector<unsigned char>& out) {
+    out.resize(bytes * static_cast<std::size_t>(size_));
+    status s;
+    try {
+        s = boot_.allgather(send, out.data(), bytes);
+    } catch (...) {
+        s = status(errc::bootstrap, "the allgather callback threw an exception");
+    }
+    if (!s.ok()) {
+        const status failure(errc::bootstrap, "rank " + std::to_string(rank_) + ": allgather failed: " + s.message());
+        mark_failed(failure);
+        return failure;
+    }
+    return {};
+}
+
+status communicator_impl::create(const bootstrap& boot, const config& cfg) {
+    rank_ = boot.rank;
+    size_ = boot.size;
+    cfg_ = cfg;
+    boot_ = boot;
+
+    // Local set-up; a failure is reported through the first allgather so that all ranks agree.
+    errc local = errc::ok;
+    std::string text;
+    std::vector<unsigned char> address;
+    if (cfg.timeout.count() <= 0) {
+        local = errc::invalid_argument;
+        text = "config.timeout must be positive, got " + std::to_string(cfg.timeout.count()) + " ms";
+    } else if (cfg.gpus_per_server < 0) {
+        local = errc::invalid_argument;
+        text = "config.gpus_per_server must be non-negative, got " + std::to_string(cfg.gpus_per_server);
+    } else if (cfg.scheduler != exec::scheduler::fast && cfg.scheduler != exec::scheduler::direct) {
+        local = errc::invalid_argument;
+        text = "config.scheduler is not a known scheduler";
+    }
+    ucs_memory_type_t memory_type = UCS_MEMORY_TYPE_HOST;
+    if (local == errc::ok) {
+        std::string why;
+        switch (cfg.memory) {
+        case exec::memory::host: memory_ = make_host_backend(); break;
+        case exec::memory::cuda: memory_ = make_cuda_backend(why); memory_type = UCS_MEMORY_TYPE_CUDA; break;
+        case exec::memory::hip: memory_ = make_hip_backend(why); memory_type = UCS_MEMORY_TYPE_ROCM; break;
+        default: why = "config.memory is not a known memory kind";
+        }
+        if (!memory_) {
+            local = why.empty() ? errc::out_of_memory : errc::unsupported;
+            text = why.empty() ? "out of host memory" : why;
+        }
+    }
+    if (local == errc::ok) {
+        text = worker_.init(rank_, size_, memory_type);
+        if (!text.empty()) local = text.find("does not support") != std::string::npos ? errc::unsupported : errc::transport;
+    }
+    if (local == errc::ok) {
+        text = worker_.address(address);
+        if (!text.empty()) local = errc::transport;
+    }
+
+    // Round 1: who we are, how we are configured, how long our addresses are.
+    hello mine{};
+    mine.magic = wire_magic;
+    mine.version = wire_version;
+    mine.error = static_cast<std::int32_t>(local);
+    mine.size = size_;
+    mine.gpus_per_server = cfg.gpus_per_server;
+    mine.scheduler = static_cast<std::int32_t>(cfg.scheduler);
+    mine.memory = static_cast<std::int32_t>(cfg.memory);
+    mine.iov = cfg.iov ? 1 : 0;
+    mine.address_bytes = address.size();
+    put_text(mine.host, host_key());
+    put_text(mine.text, text);
+    std::vector<unsigned char> all;
+    if (status s = gather(&mine, sizeof mine, all); !s.ok()) return s;
+    const std::string prefix = "creating the communicator: ";
+    for (int r = 0; r < size_; ++r) {
+        const hello h = entry<hello>(all, sizeof(hello), r);
+        if (h.magic != wire_magic || h.version != wire_version)
+            return status(errc::invalid_argument, prefix + "rank " + std::to_string(r) +
+                                                      " runs an incompatible fast executor (or the allgather is broken)");
+        if (h.size != size_)
+            return status(errc::invalid_argument, prefix + "rank " + std::to_string(r) + " was given size " +
+                                                      std::to_string(h.size) + ", rank " + std::to_string(rank_) +
+                                                      " size " + std::to_string(size_));
+    }
+    if (status s = first_error<hello>(all, sizeof(hello), size_, prefix.c_str()); !s.ok()) return s;
+    std::uint64_t longest = 0;
+    std::vector<std::string> hosts(static_cast<std::size_t>(size_));
+    const hello h0 = entry<hello>(all, sizeof(hello), 0);
+    for (int r = 0; r < size_; ++r) {
+        const hello h = entry<hello>(all, sizeof(hello), r);
+        auto differs = [&](const char* field, const std::string& a, const std::string& b) {
+            return status(errc::invalid_argument, prefix + "ranks pass different configurations: rank " +
+                                                      std::to_string(r) + " has " + field + " = " + a +
+                                                      ", rank 0 has " + b);
+        };
+        auto sched = [](std::int32_t v) { return std::string(to_string(static_cast<exec::scheduler>(v))); };
+        auto mem = [](std::int32_t v) { return std::string(to_string(static_cast<exec::memory>(v))); };
+        if (h.gpus_per_server != h0.gpus_per_server)
+            return differs("gpus_per_server", std::to_string(h.gpus_per_server), std::to_string(h0.gpus_per_server));
+        if (h.scheduler != h0.scheduler) return differs("scheduler", sched(h.scheduler), sched(h0.scheduler));
+        if (h.memory != h0.memory) return differs("memory", mem(h.memory), mem(h0.memory));
+        if (h.iov != h0.iov) return differs("iov", h.iov ? "true" : "false", h0.iov ? "true" : "false");
+        longest = std::max(longest, h.address_bytes);
+        hosts[static_cast<std::size_t>(r)] = get_text(h.host);
+    }
+    const grouping g = group_ranks(hosts, cfg.gpus_per_server);
+    if (!g.error.empty()) return status(errc::invalid_argument, prefix + g.error);
+    topo_ = fast::make_topology(g.servers, g.gpus_per_server, fast::preset::h200);
+
+    // Round 2: worker addresses; then endpoints, a message to and from every peer, a flush.
+    std::vector<unsigned char> padded(longest, 0);
+    std::copy(address.begin(), address.end(), padded.begin());
+    std::vector<unsigned char> addresses;
+    if (status s = gather(padded.data(), longest, addresses); !s.ok()) return s;
+    std::vector<const unsigned char*> where(static_cast<std::size_t>(size_));
+    for (int r = 0; r < size_; ++r) where[static_cast<std::size_t>(r)] = addresses.data() + static_cast<std::size_t>(r) * longest;
+    std::vector<char> same_host(static_cast<std::size_t>(size_), 0);
+    for (int r = 0; r < size_; ++r)
+        same_host[static_cast<std::size_t>(r)] = hosts[static_cast<std::size_t>(r)] == hosts[static_cast<std::size_t>(rank_)];
+    status connected;
+    if (text = worker_.connect(where, same_host); !text.empty())
+        connected = status(errc::transport, text);
+    else
+        connected = handshake();
+
+    if (connected.ok())
+        if (text = worker_.arm_abort(); !text.empty()) connected = status(errc::transport, text);
+
+    // Round 3: did everyone connect?
+    report rep{};
+    rep.error = static_cast<std::int32_t>(connected.code());
+    std::string_view why = connected.ok() ? "" : connected.message();
+    if (const std::string self = "rank " + std::to_string(rank_) + ": "; why.substr(0, self.size()) == self)
+        why.remove_prefix(self.size()); // first_error names the rank
+    put_text(rep.text, why);
+    if (status s = gather(&rep, sizeof rep, all); !s.ok()) return s;
+    if (status s = first_error<report>(all, sizeof(report), size_, prefix.c_str()); !s.ok()) return s;
+
+    fast::plan_options options;
+    options.scheduler = cfg.scheduler == exec::scheduler::direct ? fast::scheduler::direct : fast::scheduler::fast;
+    planner_ = std::make_unique<fast::planner>(topo_, options);
+    op_ = std::make_unique<operation>(worker_, *memory_, cfg_.timeout, rank_);
+    capacity_of_.assign(static_cast<std::size_t>(size_), 0);
+    const auto ur = static_cast<std::size_t>(size_);
+    sendcounts_of_.resize(ur * ur);
+    return {};
+}
+
+// Wires up every endpoint before the first call, in two rounds with every peer: a message
+// (proving each peer reachable), a flush of the worker, a second message. A rank leaves only
+// after every peer has finished its flush, so no flush waits on a rank that has gone on to block
+// outside UCX (in the bootstrap's allgather, or in MPI).
+status communicator_impl::handshake() {
+    std::uint64_t mine = wire_magic ^ static_cast<std::uint64_t>(rank_);
+    std::vector<unsigned char> all;
+    if (status s = exchange(control::hello, 0, &mine, sizeof mine, all, "exchanging the first message with every peer");
+        !s.ok())
+        return s;
+    for (int r = 0; r < size_; ++r) {
+        std::uint64_t v = 0;
+        std::memcpy(&v, all.data() + static_cast<std::size_t>(r) * sizeof v, sizeof v);
+        if (v != (wire_magic ^ static_cast<std::uint64_t>(r)))
+            return status(errc::transport, "rank " + std::to_string(rank_) + ": received a garbled first message from rank " + std::to_string(r));
+    }
+    if (status s = flush(); !s.ok()) return s;
+    return exchange(control::ready, 0, &mine, sizeof mine, all, "exchanging the second message with every peer");
+}
+
+// Sends `bytes` bytes to every other rank and receives as many from each (rank r's at
+// out + r * bytes): the allgather of every call, over UCX, so that it makes progress for
+// everything else in flight. Bounded by the timeout; a failure leaves the communicator
+// unusable (the ranks no longer agree where they are).
+status communicator_impl::exchange(control kind, std::uint64_t seq, const void* mine, std::size_t bytes,
+                                   std::vector<unsigned char>& out, const char* what) {
+    const auto ur = static_cast<std::size_t>(size_);
+    out.resize(bytes * ur);
+    std::memcpy(out.data() + static_cast<std::size_t>(rank_) * bytes, mine, bytes);
+    slot_block& b = exchange_slots_;
+    b.slots.assign(2 * ur, op_slot{});
+    b.completed = 0;
+    std::size_t expected = 0;
+    std::string error;
+    errc code = errc::transport;
+    for (int r = 0; r < size_ && error.empty(); ++r) {
+        if (r == rank_) continue;
+        op_slot& s = b.slots[static_cast<std::size_t>(r)];
+        s.block = &b;
+        const ucs_status_t st = worker_.recv(out.data() + static_cast<std::size_t>(r) * bytes, bytes, false,
+                                             make_control_tag(kind, seq, r), s);
+        if (st == UCS_INPROGRESS) ++expected;
+        else if (st != UCS_OK) error = "receiving from rank " + std::to_string(r) + ": " + ucx_error(st);
+    }
+    for (int r = 0; r < size_ && error.empty(); ++r) {
+        if (r == rank_) continue;
+        op_slot& s = b.slots[ur + static_cast<std::size_t>(r)];
+        s.block = &b;
+        const ucs_status_t st = worker_.send(r, mine, bytes, false, make_control_tag(kind, seq, rank_), s);
+        if (st == UCS_INPROGRESS) ++expected;
+        else if (st != UCS_OK) {
+            code = worker_.peer(r).error != UCS_OK ? errc::peer_failure : errc::transport;
+            error = "sending to rank " + std::to_string(r) + ": " + ucx_error(st);
+        }
+    }
+    const auto deadline = clock::now() + cfg_.timeout;
+    std::size_t seen = worker_.error_events();
+    while (error.empty() && b.completed < expected) {
+        if (worker_.aborted()) {
+            code = static_cast<errc>(worker_.abort_code());
+            if (code <= errc::ok || code > errc::internal) code = errc::peer_failure;
+            error = "rank " + std::to_string(worker_.abort_sender()) + " gave up on the call: " + worker_.abort_message();
+            break;
+        }
+        if (worker_.error_events() != seen) {
+            seen = worker_.error_events();
+            for (int r = 0; r < size_; ++r)
+                if (r != rank_ && worker_.peer(r).error != UCS_OK &&
+                    (!b.slots[static_cast<std::size_t>(r)].done || !b.slots[ur + static_cast<std::size_t>(r)].done)) {
+                    code = errc::peer_failure;
+                    error = "rank " + std::to_string(r) + " failed (" + ucx_error(worker_.peer(r).error) + ")";
+                    break;
+                }
+            if (!error.empty()) break;
+        }
+        if (worker_.progress() == 0) {
+            if (clock::now() > deadline) {
+                std::string missing;
+                int count = 0;
+                for (int r = 0; r < size_; ++r)
+                    if (r != rank_ && !b.slots[static_cast<std::size_t>(r)].done && ++count <= 8)
+                        missing += (count > 1 ? ", " : "") + std::to_string(r);
+                code = errc::timeout;
+                error = "no message within " + std::to_string(cfg_.timeout.count()) + " ms from rank" +
+                        (count > 1 ? "s " : " ") + (missing.empty() ? "(none: sends pending)" : missing) +
+                        (count > 8 ? ", ..." : "");
+                break;
+            }
+            sched_yield();
+        }
+    }
+    for (int r = 0; r < size_ && error.empty(); ++r) {
+        if (r == rank_) continue;
+        const op_slot& in = b.slots[static_cast<std::size_t>(r)];
+        const op_slot& outgoing = b.slots[ur + static_cast<std::size_t>(r)];
+        if (in.status != UCS_OK || outgoing.status != UCS_OK) {
+            code = worker_.peer(r).error != UCS_OK ? errc::peer_failure : errc::transport;
+            error = "with rank " + std::to_string(r) + ": " +
+                    ucx_error(worker_.peer(r).error != UCS_OK ? worker_.peer(r).error
+                              : in.status != UCS_OK          ? in.status
+                                                             : outgoing.status);
+        } else if (in.length != bytes) {
+            code = errc::internal;
+            error = "rank " + std::to_string(r) + " sent " + std::to_string(in.length) + " bytes, expected " +
+                    std::to_string(bytes);
+        }
+    }
+    if (error.empty()) return {};
+    const status failure(code, "rank " + std::to_string(rank_) + ": " + what + ": " + error);
+    mark_failed(failure); // tells the peers before endpoints are closed below
+    // Cancel what is left: receives directly, sends by closing their endpoints.
+    std::vector<op_slot> closing(ur);
+    for (int r = 0; r < size_; ++r) {
+        if (r == rank_) continue;
+        worker_.cancel(b.slots[static_cast<std::size_t>(r)]);
+        if (!b.slots[ur + static_cast<std::size_t>(r)].done) (void)worker_.force_close(r, closing[static_cast<std::size_t>(r)]);
+    }
+    const auto drain = clock::now() + std::min(cfg_.timeout, std::chrono::milliseconds(200)); // see operation::cancel
+    auto drained = [&] {
+        if (b.completed < expected) return false;
+        for (const op_slot& s : closing)
+            if (!s.done) return false;
+        return true;
+    };
+    while (!drained() && clock::now() < drain)
+        if (worker_.progress() == 0) sched_yield();
+    for (op_slot& s : b.slots) worker::abandon(s);
+    for (op_slot& s : closing) worker::abandon(s);
+    return failure;
+}
+
+// Flushes the worker (bounded by the timeout), so that nothing this rank owes a peer is left in
+// UCX's queues before it returns to the caller.
+status communicator_impl::flush() {
+    slot_block& b = exchange_slots_;
+    b.slots.assign(1, op_slot{});
+    b.completed = 0;
+    b.slots[0].block = &b;
+    const ucs_status_t st = worker_.flush_all(b.slots[0]);
+    const auto deadline = clock::now() + cfg_.timeout;
+    while (st == UCS_INPROGRESS && b.completed < 1) {
+        if (worker_.progress() == 0) {
+            if (clock::now() > deadline) {
+                worker::abandon(b.slots[0]);
+                const status failure(errc::timeout, "rank " + std::to_string(rank_) + ": flushing the endpoints did not complete within " +
+                                                        std::to_string(cfg_.timeout.count()) + " ms");
+                mark_failed(failure);
+                return failure;
+            }
+            sched_yield();
+        }
+    }
+    if (b.slots[0].status != UCS_OK && worker_.error_events() == 0) {
+        const status failure(errc::transport, "rank " + std::to_string(rank_) + ": flushing the endpoints failed: " + ucx_error(b.slots[0].status));
+        mark_failed(failure);
+        return failure;
+    }
+    return {};
+}
+
+communicator_impl::~communicator_impl() {
+    op_.reset();
+    if (scratch_ != nullptr && memory_) memory_->release(scratch_);
+}
+
+void communicator_impl::mark_failed(const status& s) noexcept {
+    if (!failed_.ok()) return;
+    failed_ = s.ok() ? status(errc::internal, "unknown failure") : s;
+    // Tell the peers (unless they were told already, or told us).
+    if (size_ > 1)
+        worker_.send_abort(static_cast<int>(failed_.code()), failed_.message(),
+                           std::min(cfg_.timeout, std::chrono::milliseconds(1000)));
+}
+
+status communicator_impl::check_usable(const char* what) const {
+    if (!failed_.ok())
+        return status(errc::comm_failed, "rank " + std::to_string(rank_) + ": " + what +
+                                             " on a communicator that failed earlier (destroy it): " + failed_.message());
+    if (busy_)
+        return status(errc::busy, "rank " + std::to_string(rank_) + ": " + what +
+                                      " while another operation of this communicator is in progress");
+    return {};
+}
+
+// --- calls -------------------------------------------------------------------------------------
+
+std::string communicator_impl::validate(const call_args& a) const {
+    const auto ur = static_cast<std::size_t>(size_);
+    auto wrong_size = [&](const char* name, std::size_t n) {
+        return std::string(name) + " has " + std::to_string(n) + " entries, expected " + std::to_string(ur) +
+               " (one per rank)";
+    };
+    if (a.sendcounts.size() != ur) return wrong_size("sendcounts", a.sendcounts.size());
+    if (a.sdispls.size() != ur) return wrong_size("sdispls", a.sdispls.size());
+    if (a.recvcounts.size() != ur) return wrong_size("recvcounts", a.recvcounts.size());
+    if (a.rdispls.size() != ur) return wrong_size("rdispls", a.rdispls.size());
+    constexpr auto max_bytes = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
+    struct interval {
+        std::uintptr_t begin, end;
+        std::size_t rank;
+    };
+    std::vector<interval> recv_blocks, send_blocks;
+    for (int side = 0; side < 2; ++side) {
+        const auto counts = side == 0 ? a.sendcounts : a.recvcounts;
+        const auto displs = side == 0 ? a.sdispls : a.rdispls;
+        const char* cname = side == 0 ? "sendcounts" : "recvcounts";
+        const char* dname = side == 0 ? "sdispls" : "rdispls";
+        const auto base = reinterpret_cast<std::uintptr_t>(side == 0 ? a.send : a.recv);
+        std::size_t total = 0;
+        for (std::size_t j = 0; j < ur; ++j) {
+            const std::size_t c = counts[j];
+            if (c == 0) continue;
+            if (c > max_bytes) return std::string(cname) + "[" + std::to_string(j) + "] = " + std::to_string(c) + " is too large";
+            if (displs[j] > max_bytes - c)
+                return std::string(dname) + "[" + std::to_string(j) + "] + " + cname + "[" + std::to_string(j) +
+                       "] = " + std::to_string(displs[j]) + " + " + std::to_string(c) + " is too large";
+            if (total > max_bytes - c) return std::string("the ") + cname + " add up to more than 2^63 bytes";
+            total += c;
+            if (base == 0)
+                return std::string(side == 0 ? "send" : "recv") + " is null but " + cname + "[" + std::to_string(j) +
+                       "] = " + std::to_string(c);
+            if (base > std::numeric_limits<std::uintptr_t>::max() - displs[j] - c)
+                return std::string(dname) + "[" + std::to_string(j) + "] points past the end of the address space";
+            (side == 0 ? send_blocks : recv_blocks).push_back({base + displs[j], base + displs[j] + c, j});
+        }
+    }
+    auto by_begin = [](const interval& x, const interval& y) { return x.begin < y.begin; };
+    std::sort(recv_blocks.begin(), recv_blocks.end(), by_begin);
+    for (std::size_t k = 1; k < recv_blocks.size(); ++k)
+        if (recv_blocks[k].begin < recv_blocks[k - 1].end)
+            return "the receive blocks from rank " + std::to_string(recv_blocks[k - 1].rank) + " and rank " +
+                   std::to_string(recv_blocks[k].rank) + " overlap";
+    for (const interval& s : send_blocks) {
+        // Receive blocks are disjoint: only the last one starting before s ends can overlap s.
+        auto hit = std::lower_bound(recv_blocks.begin(), recv_blocks.end(), interval{s.end, 0, 0}, by_begin);
+        if (hit != recv_blocks.begin() && std::prev(hit)->end > s.begin)
+            return "the send block for rank " + std::to_string(s.rank) + " overlaps the receive block from rank " +
+                   std::to_string(std::prev(hit)->rank) + " (in-place alltoallv is not supported)";
+    }
+    return {};
+}
+
+status communicator_impl::agree(call_kind kind, std::uint64_t seq, const call_args& a, std::string local_error) {
+    const auto ur = static_cast<std::size_t>(size_);
+    const std::size_t stride = sizeof(call_header) + 2 * ur * sizeof(std::uint64_t);
+    gather_send_.assign(stride, 0);
+    call_header h{};
+    h.magic = wire_magic;
+    h.seq = seq;
+    h.kind = static_cast<std::int32_t>(kind);
+    h.error = local_error.empty() ? 0 : static_cast<std::int32_t>(errc::invalid_argument);
+    put_text(h.text, local_error);
+    std::memcpy(gather_send_.data(), &h, sizeof h);
+    if (local_error.empty()) {
+        unsigned char* counts = gather_send_.data() + sizeof h;
+        for (std::size_t j = 0; j < ur; ++j) {
+            const std::uint64_t s = a.sendcounts[j], r = a.recvcounts[j];
+            std::memcpy(counts + 8 * j, &s, 8);
+            std::memcpy(counts + 8 * (ur + j), &r, 8);
+        }
+    }
+    const char* what = kind_name(static_cast<std::int32_t>(kind));
+    if (status s = exchange(control::counts, seq, gather_send_.data(), stride, gather_recv_, "exchanging the counts");
+        !s.ok())
+        return s;
+    const std::string prefix = std::string(what) + ": ";
+    const call_header h0 = entry<call_header>(gather_recv_, stride, 0);
+    for (int r = 0; r < size_; ++r) {
+        const call_header e = entry<call_header>(gather_recv_, stride, r);
+        if (e.magic != wire_magic || e.seq != h0.seq || e.kind != h0.kind)
+            return status(errc::invalid_argument,
+                          prefix + "ranks are in different collective calls: rank 0 in call " + std::to_string(h0.seq) +
+                              " (" + kind_name(h0.kind) + "), rank " + std::to_string(r) + " in call " +
+                              std::to_string(e.seq) + " (" + kind_name(e.kind) +
+                              "); every rank must make the same calls in the same order");
+    }
+    if (status s = first_error<call_header>(gather_recv_, stride, size_, prefix.c_str()); !s.ok()) return s;
+    // Every rank checks every rank's recvcounts against what the senders send.
+    std::size_t mismatches = 0;
+    std::string first;
+    for (std::size_t j = 0; j < ur; ++j) {
+        const unsigned char* cj = gather_recv_.data() + j * stride + sizeof(call_header);
+        for (std::size_t i = 0; i < ur; ++i) {
+            const unsigned char* ci = gather_recv_.data() + i * stride + sizeof(call_header);
+            const std::uint64_t sends = load_u64(ci + 8 * j);
+            const std::uint64_t expects = load_u64(cj + 8 * (ur + i));
+            sendcounts_of_[i * ur + j] = sends;
+            if (sends != expects && mismatches++ == 0)
+                first = "rank " + std::to_string(j) + " expects " + std::to_string(expects) + " bytes from rank " +
+                        std::to_string(i) + ", rank " + std::to_string(i) + " sends " + std::to_string(sends);
+        }
+    }
+    if (mismatches > 0)
+        return status(errc::count_mismatch,
+                      prefix + first +
+                          (mismatches > 1 ? " (and " + std::to_string(mismatches - 1) + " more mismatched pair" +
+                                                (mismatches > 2 ? "s)" : ")")
+                                          : std::string()));
+    return {};
+}
+
+status communicator_impl::plan_matrix() {
+    const auto ur = static_cast<std::size_t>(size_);
+    if (have_plan_) {
+        bool same = true;
+        for (std::size_t i = 0; i < ur && same; ++i)
+            for (std::size_t j = 0; j < ur; ++j)
+                if (static_cast<std::uint64_t>(matrix_(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j))) !=
+                    sendcounts_of_[i * ur + j]) {
+                    same = false;
+                    break;
+                }
+        if (same) {
+            ++stats_.plans_reused;
+            return {};
+        }
+    }
+    have_plan_ = false;
+    have_program_ = false;
+    matrix_.resize(static_cast<Eigen::Index>(ur), static_cast<Eigen::Index>(ur));
+    for (std::size_t i = 0; i < ur; ++i)
+        for (std::size_t j = 0; j < ur; ++j)
+            matrix_(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) =
+                static_cast<std::int64_t>(sendcounts_of_[i * ur + j]);
+    try {
+        plan_ = &planner_->make(matrix_);
+    } catch (const fast::invalid_argument& e) {
+        return status(errc::invalid_argument, std::string("the traffic cannot be planned: ") + e.what());
+    }
+    layout_ = fast::make_packed_layout(matrix_);
+    view_ = fast::make_rank_view(*plan_);
+    have_plan_ = true;
+    ++stats_.plans_made;
+    stats_.last_plan_steps = plan_->steps();
+    return {};
+}
+
+// Grows scratch where the plan needs more than a rank has. Every rank knows every rank's
+// capacity, so all ranks agree whether a round is needed; the round tells everyone whether
+// every allocation succeeded before any transfer starts.
+status communicator_impl::ensure_scratch(std::uint64_t seq) {
+    bool round = false;
+    for (int r = 0; r < size_; ++r)
+        if (static_cast<std::uint64_t>(plan_->scratch_bytes[static_cast<std::size_t>(r)]) > capacity_of_[static_cast<std::size_t>(r)])
+            round = true;
+    if (!round) return {};
+    const auto need = static_cast<std::uint64_t>(plan_->scratch_bytes[static_cast<std::size_t>(rank_)]);
+    report rep{};
+    if (need > scratch_capacity_) {
+        // Grow by at least half, to settle after a few calls; fall back to the exact need.
+        const std::uint64_t grown = scratch_capacity_ + scratch_capacity_ / 2;
+        std::string error;
+        void* p = nullptr;
+        std::uint64_t size = need;
+        if (grown > need) {
+            size = grown;
+            p = memory_->allocate(static_cast<std::size_t>(grown), error);
+        }
+        if (p == nullptr) {
+            size = need;
+            p = need > std::numeric_limits<std::size_t>::max() ? nullptr : memory_->allocate(static_cast<std::size_t>(need), error);
+        }
+        if (p != nullptr) {
+            if (scratch_ != nullptr) memory_->release(scratch_);
+            scratch_ = p;
+            scratch_capacity_ = size;
+        } else {
+            rep.error = static_cast<std::int32_t>(errc::out_of_memory);
+            put_text(rep.text, "cannot allocate the plan's scratch: " + error);
+        }
+    }
+    rep.capacity = scratch_capacity_;
+    std::vector<unsigned char> all;
+    if (status s = exchange(control::scratch, seq, &rep, sizeof rep, all, "agreeing on scratch"); !s.ok()) return s;
+    for (int r = 0; r < size_; ++r) capacity_of_[static_cast<std::size_t>(r)] = entry<report>(all, sizeof(report), r).capacity;
+    stats_.scratch_bytes = scratch_capacity_;
+    return first_error<report>(all, sizeof(report), size_, "");
+}
+
+status communicator_impl::prepare(call_kind kind, const call_args& a, std::uint64_t& seq) {
+    seq = next_seq();
+    std::string local;
+    try {
+        local = validate(a);
+    } catch (...) {
+        local = "out of host memory checking the arguments";
+    }
+    if (status s = agree(kind, seq, a, std::move(local)); !s.ok()) return s;
+    if (status s = plan_matrix(); !s.ok()) return s;
+    if (status s = ensure_scratch(seq); !s.ok()) return s;
+    // This rank's program; reused while the plan and the displacements stay the same.
+    const bool pieces = !cfg_.iov || cfg_.memory != exec::memory::host;
+    if (!have_program_ || !std::equal(a.sdispls.begin(), a.sdispls.end(), program_sdispls_.begin(), program_sdispls_.end()) ||
+        !std::equal(a.rdispls.begin(), a.rdispls.end(), program_rdispls_.begin(), program_rdispls_.end())) {
+        have_program_ = false;
+        const std::string e = compile_program(*plan_, view_, layout_, rank_, a.sdispls, a.rdispls, pieces, program_);
+        if (!e.empty()) return status(errc::internal, "rank " + std::to_string(rank_) + ": " + e);
+        program_sdispls_.assign(a.sdispls.begin(), a.sdispls.end());
+        program_rdispls_.assign(a.rdispls.begin(), a.rdispls.end());
+        have_program_ = true;
+    }
+    return {};
+}
+
+status communicator_impl::alltoallv(const call_args& a) {
+    if (status s = check_usable("alltoallv"); !s.ok()) return s;
+    busy_ = true;
+    std::uint64_t seq = 0;
+    status s = prepare(call_kind::alltoallv, a, seq);
+    if (s.ok()) {
+        s = op_->start(program_, {a.send, a.recv, scratch_}, seq); // ends with a flush
+        if (s.ok()) s = op_->wait();
+        if (op_->broke_communicator()) mark_failed(s);
+    } else if (failed_.ok()) {
+        if (status f = flush(); !f.ok()) s = f; // the exchanges' messages must be out too
+    }
+    busy_ = false;
+    ++(s.ok() ? stats_.operations : stats_.failures);
+    return s;
+}
+
+status communicator_impl::init(const call_args& a, program& out) {
+    if (status s = check_usable("alltoallv_init"); !s.ok()) return s;
+    busy_ = true;
+    std::uint64_t seq = 0;
+    status s = prepare(call_kind::alltoallv_init, a, seq);
+    if (failed_.ok())
+        if (status f = flush(); !f.ok()) s = f;
+    if (s.ok()) out = program_;
+    busy_ = false;
+    if (!s.ok()) ++stats_.failures;
+    return s;
+}
+
+// --- persistent requests -------------------------------------------------------------------------
+
+request_impl::~request_impl() {
+    if (active && op) {
+        (void)op->cancel(status(errc::internal, "the request was destroyed while active"));
+        comm->mark_failed(status(errc::comm_failed, "a persistent request was destroyed while active"));
+        comm->set_busy(false);
+    }
+}
+
+status request_impl::start() {
+    if (active) return status(errc::busy, "rank " + std::to_string(comm->rank()) + ": the request is already active");
+    if (status s = comm->check_usable("start"); !s.ok()) return s;
+    if (comm->scratch_capacity() < prog.scratch_bytes)
+        return status(errc::internal, "rank " + std::to_string(comm->rank()) + ": scratch smaller than the request's plan needs");
+    const std::uint64_t seq = comm->next_seq();
+    comm->set_busy(true);
+    active = true;
+    status s = op->start(prog, {send, recv, comm->scratch()}, seq);
+    if (!s.ok()) return finish(s);
+    return {};
+}
+
+status request_impl::finish(status s) {
+    active = false;
+    comm->set_busy(false);
+    if (op->broke_communicator()) comm->mark_failed(s);
+    ++(s.ok() ? comm->stats().operations : comm->stats().failures);
+    return s;
+}
+
+status request_impl::test(bool& done) {
+    if (!active) {
+        done = true;
+        return {};
+    }
+    status s = op->test(done);
+    if (!s.ok() || done) {
+        done = true;
+        return finish(s);
+    }
+    return {};
+}
+
+status request_impl::wait() {
+    if (!active) return {};
+    return finish(op->wait());
+}
+
+} // namespace detail
+
+// --- public API ---------------------------------------------------------------------------------
+
+namespace {
+
+status out_of_memory() noexcept { return status(errc::out_of_memory, "out of host memory"); }
+status unexpected() noexcept { return status(errc::internal, "unexpected exception inside the executor"); }
+status not_created() noexcept { return status(errc::invalid_argument, "the communicator was not created (or was moved from)"); }
+
+} // namespace
+
+status create(const bootstrap& boot, const config& cfg, communicator& out) noexcept {
+    try {
+        out.impl_.reset();
+        if (boot.size < 1 || boot.rank < 0 || boot.rank >= boot.size)
+            return status(errc::invalid_argument, "bootstrap: rank " + std::to_string(boot.rank) + " of size " +
+                                                      std::to_string(boot.size) + " is not a valid rank");
+        if (!boot.allgather) return status(errc::invalid_argument, "bootstrap: no allgather function");
+        auto impl = std::make_shared<detail::communicator_impl>();
+        status s = impl->create(boot, cfg);
+        if (s.ok()) out.impl_ = std::move(impl);
+        return s;
+    } catch (const std::bad_alloc&) {
+        return out_of_memory();
+    } catch (...) {
+        return unexpected();
+    }
+}
+
+communicator::communicator() noexcept = default;
+communicator::~communicator() = default;
+communicator::communicator(communicator&&) noexcept = default;
+communicator& communicator::operator=(communicator&&) noexcept = default;
+
+bool communicator::valid() const noexcept { return impl_ != nullptr; }
+int communicator::rank() const noexcept { return impl_ ? impl_->rank() : -1; }
+int communicator::size() const noexcept { return impl_ ? impl_->size() : 0; }
+int communicator::servers() const noexcept { return impl_ ? impl_->servers() : 0; }
+int communicator::gpus_per_server() const noexcept { return impl_ ? impl_->gpus_per_server() : 0; }
+statistics communicator::stats() const noexcept { return impl_ ? impl_->stats() : statistics{}; }
+
+status communicator::alltoallv(const void* send, std::span<const std::size_t> sendcounts,
+                               std::span<const std::size_t> sdispls, void* recv,
+                               std::span<const std::size_t> recvcounts,
+                               std::span<const std::size_t> rdispls) noexcept {
+    if (!impl_) return not_created();
+    try {
+        return impl_->alltoallv({send, sendcounts, sdispls, recv, recvcounts, rdispls});
+    } catch (const std::bad_alloc&) {
+        return out_of_memory();
+    } catch (...) {
+        return unexpected();
+    }
+}
+
+status communicator::alltoallv_init(const void* send, std::span<const std::size_t> sendcounts,
+                                    std::span<const std::size_t> sdispls, void* recv,
+                                    std::span<const std::size_t> recvcounts,
+                                    std::span<const std::size_t> rdispls,
+                                    alltoallv_request& request) noexcept {
+    if (!impl_) return not_created();
+    try {
+        request.impl_.reset();
+        auto r = std::make_unique<detail::request_impl>();
+        if (status s = impl_->init({send, sendcounts, sdispls, recv, recvcounts, rdispls}, r->prog); !s.ok()) return s;
+        r->comm = impl_;
+        r->send = send;
+        r->recv = recv;
+        r->op = std::make_unique<detail::operation>(impl_->transport(), impl_->memory(), impl_->timeout(), impl_->rank());
+        request.impl_ = std::move(r);
+        return {};
+    } catch (const std::bad_alloc&) {
+        return out_of_memory();
+    } catch (...) {
+        return unexpected();
+    }
+}
+
+alltoallv_request::alltoallv_request() noexcept = default;
+alltoallv_request::~alltoallv_request() = default;
+alltoallv_request::alltoallv_request(alltoallv_request&&) noexcept = default;
+alltoallv_request& alltoallv_request::operator=(alltoallv_request&&) noexcept = default;
+
+bool alltoallv_request::valid() const noexcept { return impl_ != nullptr; }
+bool alltoallv_request::active() const noexcept { return impl_ && impl_->active; }
+
+status alltoallv_request::start() noexcept {
+    if (!impl_) return status(errc::invalid_argument, "the request was not initialised by alltoallv_init");
+    try {
+        return impl_->start();
+    } catch (const std::bad_alloc&) {
+        return out_of_memory();
+    } catch (...) {
+        return unexpected();
+    }
+}
+
+status alltoallv_request::test(bool& done) noexcept {
+    done = true;
+    if (!impl_) return status(errc::invalid_argument, "the request was not initialised by alltoallv_init");
+    try {
+        return impl_->test(done);
+    } catch (const std::bad_alloc&) {
+        return out_of_memory();
+    } catch (...) {
+        return unexpected();
+    }
+}
+
+status alltoallv_request::wait() noexcept {
+    if (!impl_) return status(errc::invalid_argument, "the request was not initialised by alltoallv_init");
+    try {
+        return impl_->wait();
+    } catch (const std::bad_alloc&) {
+        return out_of_memory();
+    } catch (...) {
+        return unexpected();
+    }
+}
+
+} // namespace fast::exec

@@ -1,0 +1,129 @@
+#pragma once
+// The state behind fast::exec::communicator and fast::exec::alltoallv_request.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <fast/exec/communicator.hpp>
+#include <fast/layout.hpp>
+#include <fast/plan.hpp>
+#include <fast/planner.hpp>
+#include <fast/traffic.hpp>
+
+#include "engine.hpp"
+#include "memory.hpp"
+#include "program.hpp"
+#include "worker.hpp"
+
+namespace fast::exec::detail {
+
+/// What one rank passes to alltoallv (or alltoallv_init).
+struct call_args {
+    const void* send = nullptr;
+    std::span<const std::size_t> sendcounts, sdispls;
+    void* recv = nullptr;
+    std::span<const std::size_t> recvcounts, rdispls;
+};
+
+enum class call_kind : std::int32_t { alltoallv = 1, alltoallv_init = 2 };
+
+class communicator_impl {
+public:
+    communicator_impl() = default;
+    ~communicator_impl();
+    communicator_impl(const communicator_impl&) = delete;
+    communicator_impl& operator=(const communicator_impl&) = delete;
+
+    status create(const bootstrap& boot, const config& cfg);
+    status alltoallv(const call_args& a);
+    /// The collective part of alltoallv_init: agreement, plan, scratch; `out` gets the program.
+    status init(const call_args& a, program& out);
+
+    [[nodiscard]] int rank() const noexcept { return rank_; }
+    [[nodiscard]] int size() const noexcept { return size_; }
+    [[nodiscard]] int servers() const noexcept { return topo_.servers; }
+    [[nodiscard]] int gpus_per_server() const noexcept { return topo_.gpus_per_server; }
+    [[nodiscard]] const statistics& stats() const noexcept { return stats_; }
+    [[nodiscard]] statistics& stats() noexcept { return stats_; }
+
+    // For persistent requests.
+    /// busy, or failed earlier: the status to return instead of starting; ok otherwise.
+    [[nodiscard]] status check_usable(const char* what) const;
+    std::uint64_t next_seq() noexcept { return seq_++; }
+    void set_busy(bool b) noexcept { busy_ = b; }
+    void mark_failed(const status& s) noexcept;
+    [[nodiscard]] worker& transport() noexcept { return worker_; }
+    [[nodiscard]] memory_backend& memory() noexcept { return *memory_; }
+    [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return cfg_.timeout; }
+    [[nodiscard]] void* scratch() const noexcept { return scratch_; }
+    [[nodiscard]] std::uint64_t scratch_capacity() const noexcept { return scratch_capacity_; }
+
+private:
+    status prepare(call_kind kind, const call_args& a, std::uint64_t& seq);
+    status agree(call_kind kind, std::uint64_t seq, const call_args& a, std::string local_error);
+    status plan_matrix();
+    status ensure_scratch(std::uint64_t seq);
+    status handshake();
+    status exchange(control kind, std::uint64_t seq, const void* mine, std::size_t bytes,
+                    std::vector<unsigned char>& out, const char* what);
+    status flush();
+    status gather(const void* send, std::size_t bytes, std::vector<unsigned char>& out);
+    [[nodiscard]] std::string validate(const call_args& a) const;
+
+    int rank_ = -1;
+    int size_ = 0;
+    config cfg_;
+    bootstrap boot_;
+    fast::topology topo_;
+    worker worker_;
+    std::unique_ptr<memory_backend> memory_;
+    std::unique_ptr<fast::planner> planner_;
+    std::unique_ptr<operation> op_;
+
+    // The plan of the last matrix (cache), its layout and per-rank view.
+    bool have_plan_ = false;
+    fast::traffic_matrix matrix_;
+    const fast::plan* plan_ = nullptr;
+    fast::alltoallv_layout layout_;
+    fast::rank_view view_;
+    // This rank's program for that plan and the displacements it was compiled for.
+    bool have_program_ = false;
+    program program_;
+    std::vector<std::size_t> program_sdispls_, program_rdispls_;
+
+    // Scratch: this rank's allocation, and every rank's capacity as all ranks know it.
+    void* scratch_ = nullptr;
+    std::uint64_t scratch_capacity_ = 0;
+    std::vector<std::uint64_t> capacity_of_;
+
+    std::uint64_t seq_ = 0;
+    bool busy_ = false;
+    status failed_; ///< not ok once unusable
+    statistics stats_;
+    std::vector<unsigned char> gather_send_, gather_recv_;
+    slot_block exchange_slots_;
+    std::vector<std::uint64_t> sendcounts_of_; ///< R x R: the traffic matrix of the current call
+};
+
+class request_impl {
+public:
+    std::shared_ptr<communicator_impl> comm;
+    program prog;
+    const void* send = nullptr;
+    void* recv = nullptr;
+    std::unique_ptr<operation> op;
+    bool active = false;
+
+    ~request_impl();
+    status start();
+    status test(bool& done);
+    status wait();
+
+private:
+    status finish(status s);
+};
+
+} // namespace fast::exec::detail

@@ -1,0 +1,321 @@
+#include "engine.hpp"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <new>
+#include <string>
+
+namespace fast::exec::detail {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+std::string describe(const op& o) {
+    std::string s = o.kind == op_kind::send ? "send of " : o.kind == op_kind::recv ? "receive of " : "copy of ";
+    s += std::to_string(o.bytes) + " bytes";
+    if (o.kind == op_kind::send) s += " to rank " + std::to_string(o.peer);
+    if (o.kind == op_kind::recv) s += " from rank " + std::to_string(o.peer);
+    s += " (transfer " + std::to_string(o.tag >> tag_piece_bits);
+    if ((o.tag & 0xffff) != 0) s += " piece " + std::to_string(o.tag & 0xffff);
+    return s + ")";
+}
+
+} // namespace
+
+operation::~operation() {
+    if (active()) (void)cancel(status(errc::internal, "operation destroyed while in progress"));
+}
+
+status operation::start(const program& p, const bases& b, std::uint64_t seq) noexcept {
+    if (active()) return status(errc::busy, "rank " + std::to_string(rank_) + ": the operation is already in progress");
+    try {
+        prog_ = &p;
+        seq_ = seq;
+        step_ = 0;
+        broken_ = false;
+        copies_pending_ = false;
+        iov_.resize(p.segments.size());
+        for (std::size_t k = 0; k < p.segments.size(); ++k) {
+            const segment& s = p.segments[k];
+            char* base = s.where == region::send   ? static_cast<char*>(const_cast<void*>(b.send))
+                       : s.where == region::recv ? static_cast<char*>(b.recv)
+                                                 : static_cast<char*>(b.scratch);
+            iov_[k].buffer = base + s.offset;
+            iov_[k].length = s.length;
+        }
+        phase_ = phase::steps;
+        return p.steps() == 0 ? post_flush() : post_step();
+    } catch (...) {
+        phase_ = phase::done;
+        return status(errc::out_of_memory, "rank " + std::to_string(rank_) + ": out of host memory starting the operation");
+    }
+}
+
+status operation::post_step() noexcept {
+    try {
+        const std::size_t first = prog_->step_offsets[step_];
+        const std::size_t n = prog_->step_offsets[step_ + 1] - first;
+        block_.slots.assign(n, op_slot{});
+        block_.completed = 0;
+        expected_ = 0;
+        seen_errors_ = worker_.error_events();
+        deadline_ = clock::now() + timeout_;
+        for (std::size_t k = 0; k < n; ++k) {
+            const op& o = prog_->ops[first + k];
+            op_slot& s = block_.slots[k];
+            s.block = &block_;
+            if (o.kind == op_kind::copy) {
+                // Segment lists of both sides may be cut differently: copy the overlaps.
+                std::size_t i = 0, j = 0, si = 0, dj = 0;
+                std::string error;
+                while (i < o.count && j < o.dst_count) {
+                    const ucp_dt_iov_t& src = iov_[o.first + i];
+                    const ucp_dt_iov_t& dst = iov_[o.dst_first + j];
+                    const std::size_t len = std::min(src.length - si, dst.length - dj);
+                    if (!mem_.copy(static_cast<char*>(dst.buffer) + dj,
+                                   static_cast<const char*>(src.buffer) + si, len, error))
+                        return fail(errc::transport, "local copy failed: " + error);
+                    si += len;
+                    dj += len;
+                    if (si == src.length) { ++i; si = 0; }
+                    if (dj == dst.length) { ++j; dj = 0; }
+                }
+                copies_pending_ = true;
+                s.done = true;
+                s.status = UCS_OK;
+                s.length = o.bytes;
+                continue;
+            }
+            void* buffer = nullptr;
+            std::size_t count = 0;
+            const bool iov = o.count > 1;
+            if (iov) {
+                buffer = &iov_[o.first];
+                count = o.count;
+            } else {
+                buffer = iov_[o.first].buffer;
+                count = iov_[o.first].length;
+            }
+            const std::uint64_t tag = make_tag(seq_, o.tag);
+            const ucs_status_t st = o.kind == op_kind::send
+                                        ? worker_.send(o.peer, buffer, count, iov, tag, s)
+                                        : worker_.recv(buffer, count, iov, tag, s);
+            if (st == UCS_INPROGRESS) {
+                ++expected_;
+            } else if (st != UCS_OK) {
+                if (worker_.peer(o.peer).error != UCS_OK)
+                    return fail(errc::peer_failure, "rank " + std::to_string(o.peer) + " failed (" +
+                                                        ucx_error(worker_.peer(o.peer).error) + "); " + describe(o) +
+                                                        " impossible");
+                return fail(errc::transport, describe(o) + " failed: " + ucx_error(st));
+            }
+        }
+        return {};
+    } catch (...) {
+        return fail(errc::out_of_memory, "out of host memory posting a step");
+    }
+}
+
+status operation::post_flush() noexcept {
+    try {
+        phase_ = phase::flush;
+        block_.slots.assign(1, op_slot{});
+        block_.completed = 0;
+        block_.slots[0].block = &block_;
+        expected_ = 0;
+        seen_errors_ = worker_.error_events();
+        deadline_ = clock::now() + timeout_;
+        const ucs_status_t st = worker_.flush_all(block_.slots[0]);
+        if (st == UCS_INPROGRESS) ++expected_;
+        return {};
+    } catch (...) {
+        return fail(errc::out_of_memory, "out of host memory flushing");
+    }
+}
+
+status operation::step_outcome() noexcept {
+    const std::size_t first = prog_->step_offsets[step_];
+    for (std::size_t k = 0; k < block_.slots.size(); ++k) {
+        const op_slot& s = block_.slots[k];
+        const op& o = prog_->ops[first + k];
+        if (s.status != UCS_OK) {
+            if (o.peer != rank_ && worker_.peer(o.peer).error != UCS_OK)
+                return fail(errc::peer_failure, "rank " + std::to_string(o.peer) + " failed (" +
+                                                    ucx_error(worker_.peer(o.peer).error) + ") during " + describe(o));
+            return fail(errc::transport, describe(o) + " failed: " + ucx_error(s.status));
+        }
+        if (o.kind == op_kind::recv && s.length != o.bytes)
+            return fail(errc::internal, describe(o) + " received " + std::to_string(s.length) + " bytes");
+    }
+    return {};
+}
+
+status operation::advance(bool& done) noexcept {
+    done = false;
+    if (worker_.aborted() && (phase_ == phase::steps || phase_ == phase::flush)) return fail_aborted();
+    for (;;) {
+        if (phase_ == phase::steps) {
+            if (block_.completed < expected_) {
+                if (worker_.error_events() != seen_errors_) { // a peer failed: does this step need it?
+                    seen_errors_ = worker_.error_events();
+                    const std::size_t first = prog_->step_offsets[step_];
+                    for (std::size_t k = 0; k < block_.slots.size(); ++k) {
+                        const op& o = prog_->ops[first + k];
+                        if (!block_.slots[k].done && o.peer != rank_ && worker_.peer(o.peer).error != UCS_OK)
+                            return fail(errc::peer_failure,
+                                        "rank " + std::to_string(o.peer) + " failed (" +
+                                            ucx_error(worker_.peer(o.peer).error) + ") during " + describe(o));
+                    }
+                }
+                return {};
+            }
+            if (copies_pending_) {
+                bool finished = false;
+                std::string error;
+                if (!mem_.poll(finished, error)) return fail(errc::transport, "local copy failed: " + error);
+                if (!finished) return {};
+                copies_pending_ = false;
+            }
+            if (status s = step_outcome(); !s.ok()) return s;
+            ++step_;
+            if (status s = step_ < prog_->steps() ? post_step() : post_flush(); !s.ok()) return s;
+            continue;
+        }
+        if (phase_ == phase::flush) {
+            if (block_.completed < expected_) return {};
+            // A flush fails where an endpoint failed; a peer that went away after its part of the
+            // call was done owes nothing, so that is only an error if no endpoint reported one.
+            if (block_.slots[0].status != UCS_OK && worker_.error_events() == 0)
+                return fail(errc::transport, "flushing the endpoints failed: " + ucx_error(block_.slots[0].status));
+            phase_ = phase::done;
+        }
+        done = true;
+        return {};
+    }
+}
+
+status operation::test(bool& done) noexcept {
+    if (status s = advance(done); !s.ok() || done) return s;
+    (void)worker_.progress();
+    if (status s = advance(done); !s.ok() || done) return s;
+    if (clock::now() > deadline_) return fail(errc::timeout, "timeout: " + pending_summary());
+    return {};
+}
+
+status operation::wait() noexcept {
+    if (!active()) return {};
+    deadline_ = std::max(deadline_, clock::now() + timeout_);
+    for (;;) {
+        bool done = false;
+        if (status s = advance(done); !s.ok() || done) return s;
+        if (worker_.progress() == 0) {
+            if (clock::now() > deadline_) return fail(errc::timeout, "timeout: " + pending_summary());
+            sched_yield(); // two cores, many ranks: let the peers run
+        } else if (clock::now() > deadline_) {
+            return fail(errc::timeout, "timeout: " + pending_summary());
+        }
+    }
+}
+
+std::string operation::pending_summary() const {
+    try {
+        const auto ms = std::to_string(timeout_.count());
+        if (phase_ == phase::flush)
+            return "flushing the endpoints at the end of the call did not complete within " + ms + " ms";
+        std::size_t open = 0;
+        std::string list;
+        const std::size_t first = prog_->step_offsets[step_];
+        for (std::size_t k = 0; k < block_.slots.size(); ++k)
+            if (!block_.slots[k].done) {
+                if (++open <= 3) list += (open > 1 ? "; " : "") + describe(prog_->ops[first + k]);
+            }
+        if (open == 0 && copies_pending_) list = "local device copies";
+        return "step " + std::to_string(prog_->ops[first].step + 1) + " of " +
+               std::to_string(prog_->plan_steps) + " did not complete within " + ms + " ms; waiting for " +
+               std::to_string(open) + " of " + std::to_string(block_.slots.size()) + " transfers: " + list +
+               (open > 3 ? "; ..." : "");
+    } catch (...) {
+        return "(out of memory describing the pending transfers)";
+    }
+}
+
+status operation::fail_aborted() noexcept {
+    errc code = static_cast<errc>(worker_.abort_code());
+    if (code <= errc::ok || code > errc::internal) code = errc::peer_failure;
+    try {
+        return fail(code, "rank " + std::to_string(worker_.abort_sender()) + " gave up on the call: " + worker_.abort_message());
+    } catch (...) {
+        return fail(code, "a peer gave up on the call");
+    }
+}
+
+status operation::fail(errc code, const std::string& what) noexcept {
+    status result;
+    try {
+        result = status(code, "rank " + std::to_string(rank_) + ": " + what);
+    } catch (...) {
+        result = status(code, "");
+    }
+    // Tell the peers first (cancelling may close endpoints), so that they fail now rather than
+    // at their own timeouts; no-op if this failure came from a peer's abort.
+    worker_.send_abort(static_cast<int>(code), result.message(), std::min(timeout_, std::chrono::milliseconds(1000)));
+    return cancel(result);
+}
+
+status operation::cancel(status reason) noexcept {
+    broken_ = true;
+    if (phase_ != phase::steps && phase_ != phase::flush) {
+        phase_ = phase::done;
+        return reason;
+    }
+    if (phase_ == phase::flush) { // a flush holds no user buffer: give up on it
+        for (op_slot& s : block_.slots) worker::abandon(s);
+        phase_ = phase::done;
+        return reason;
+    }
+    // Receives are cancelled. What is still outstanding then (sends, and receives already
+    // matched to a rendezvous) goes by closing its peer's endpoint by force, which completes the
+    // requests with UCS_ERR_CANCELED where the endpoint has peer error handling. Then drain,
+    // briefly: over endpoints without it (same host, shared memory) UCX 1.13 cannot purge
+    // requests, and a failed peer never answers them; those are abandoned (no callback any more).
+    std::vector<op_slot> closing;
+    try {
+        const std::size_t first = prog_->step_offsets[step_];
+        for (std::size_t k = 0; k < block_.slots.size(); ++k)
+            if (!block_.slots[k].done && prog_->ops[first + k].kind == op_kind::recv) worker_.cancel(block_.slots[k]);
+        std::vector<int> close;
+        for (std::size_t k = 0; k < block_.slots.size(); ++k)
+            if (!block_.slots[k].done) close.push_back(prog_->ops[first + k].peer);
+        std::sort(close.begin(), close.end());
+        close.erase(std::unique(close.begin(), close.end()), close.end());
+        closing.resize(close.size());
+        for (std::size_t k = 0; k < close.size(); ++k) (void)worker_.force_close(close[k], closing[k]);
+    } catch (...) {
+        // Out of memory: whatever was not cancelled is abandoned below.
+    }
+    const auto deadline = clock::now() + std::min(timeout_, std::chrono::milliseconds(200));
+    auto drained = [&] {
+        if (block_.completed < expected_) return false;
+        for (const op_slot& s : closing)
+            if (!s.done) return false;
+        return true;
+    };
+    while (!drained() && clock::now() < deadline)
+        if (worker_.progress() == 0) sched_yield();
+    for (op_slot& s : block_.slots) worker::abandon(s);
+    for (op_slot& s : closing) worker::abandon(s);
+    // Device copies cannot be cancelled and write to the user's buffers: wait for them (bounded).
+    const auto copies_deadline = clock::now() + timeout_;
+    for (bool finished = !copies_pending_; !finished && clock::now() < copies_deadline;) {
+        std::string error;
+        if (!mem_.poll(finished, error)) break;
+        if (!finished) sched_yield();
+    }
+    copies_pending_ = false;
+    phase_ = phase::done;
+    return reason;
+}
+
+} // namespace fast::exec::detail

@@ -1,0 +1,342 @@
+#include "worker.hpp"
+
+#include "program.hpp"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+namespace fast::exec::detail {
+
+namespace {
+
+void complete(op_slot& s, ucs_status_t status) noexcept {
+    s.status = status;
+    s.done = true;
+    s.request = nullptr;
+    if (s.block != nullptr) ++s.block->completed;
+}
+
+void on_send(void* request, ucs_status_t status, void* user) noexcept {
+    complete(*static_cast<op_slot*>(user), status);
+    ucp_request_free(request);
+}
+
+void on_recv(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user) noexcept {
+    auto& s = *static_cast<op_slot*>(user);
+    if (info != nullptr && status == UCS_OK) s.length = info->length;
+    complete(s, status);
+    ucp_request_free(request);
+}
+
+// Records what a non-blocking call returned: done at once, in progress, or failed.
+ucs_status_t track(ucs_status_ptr_t ret, op_slot& s) noexcept {
+    if (ret == nullptr) {
+        s.status = UCS_OK;
+        s.done = true;
+        return UCS_OK;
+    }
+    if (UCS_PTR_IS_ERR(ret)) {
+        s.status = UCS_PTR_STATUS(ret);
+        s.done = true;
+        return s.status;
+    }
+    if (!s.done) s.request = ret; // else the callback already ran (and released it)
+    return UCS_INPROGRESS;
+}
+
+void prepare(op_slot& s) noexcept {
+    s.request = nullptr;
+    s.length = 0;
+    s.status = UCS_INPROGRESS;
+    s.done = false;
+}
+
+} // namespace
+
+std::string worker::init(int rank, int size, ucs_memory_type_t memory_type) {
+    rank_ = rank;
+    memory_type_ = memory_type;
+    ucp_config_t* config = nullptr;
+    ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
+    if (s != UCS_OK) return "ucp_config_read failed: " + ucx_error(s);
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
+                        UCP_PARAM_FIELD_ESTIMATED_NUM_EPS | UCP_PARAM_FIELD_NAME;
+    params.features = UCP_FEATURE_TAG;
+    params.mt_workers_shared = 0;
+    params.estimated_num_eps = static_cast<std::size_t>(size);
+    params.name = "fast-executor";
+    s = ucp_init(&params, config, &context_);
+    ucp_config_release(config);
+    if (s != UCS_OK) {
+        context_ = nullptr;
+        return "ucp_init failed: " + ucx_error(s);
+    }
+    ucp_context_attr_t attr{};
+    attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+    s = ucp_context_query(context_, &attr);
+    if (s != UCS_OK) return "ucp_context_query failed: " + ucx_error(s);
+    if ((attr.memory_types & UCS_BIT(memory_type)) == 0) {
+        std::string have;
+        for (int t = 0; t < UCS_MEMORY_TYPE_LAST; ++t)
+            if (attr.memory_types & UCS_BIT(t)) {
+                if (!have.empty()) have += ", ";
+                have += ucs_memory_type_names[t];
+            }
+        return std::string("UCX ") + version() + " does not support " +
+               ucs_memory_type_names[memory_type] + " memory (its memory types: " + have +
+               "); device buffers need a UCX built with " +
+               (memory_type == UCS_MEMORY_TYPE_ROCM ? "ROCm" : "CUDA") + " support";
+    }
+    ucp_worker_params_t wp{};
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    s = ucp_worker_create(context_, &wp, &worker_);
+    if (s != UCS_OK) {
+        worker_ = nullptr;
+        return "ucp_worker_create failed: " + ucx_error(s);
+    }
+    peers_.assign(static_cast<std::size_t>(size), peer_state{});
+    for (int r = 0; r < size; ++r) {
+        peers_[static_cast<std::size_t>(r)].rank = r;
+        peers_[static_cast<std::size_t>(r)].error_events = &error_events_;
+    }
+    return {};
+}
+
+std::string worker::address(std::vector<unsigned char>& out) {
+    ucp_address_t* a = nullptr;
+    std::size_t n = 0;
+    const ucs_status_t s = ucp_worker_get_address(worker_, &a, &n);
+    if (s != UCS_OK) return "ucp_worker_get_address failed: " + ucx_error(s);
+    const auto* bytes = reinterpret_cast<const unsigned char*>(a);
+    out.assign(bytes, bytes + n);
+    ucp_worker_release_address(worker_, a);
+    return {};
+}
+
+void worker::on_peer_error(void* arg, ucp_ep_h, ucs_status_t status) noexcept {
+    auto* p = static_cast<peer_state*>(arg);
+    if (p->error == UCS_OK) p->error = status;
+    ++*p->error_events;
+}
+
+std::string worker::connect(const std::vector<const unsigned char*>& addresses,
+                            const std::vector<char>& same_host) {
+    for (std::size_t r = 0; r < peers_.size(); ++r) {
+        if (static_cast<int>(r) == rank_) continue;
+        ucp_ep_params_t ep{};
+        ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        ep.address = reinterpret_cast<const ucp_address_t*>(addresses[r]);
+        ep.err_handler.cb = &worker::on_peer_error;
+        ep.err_handler.arg = &peers_[r];
+        ucs_status_t s = UCS_ERR_UNREACHABLE;
+        if (!same_host[r]) {
+            ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+            s = ucp_ep_create(worker_, &ep, &peers_[r].ep);
+            peers_[r].detects_failure = s == UCS_OK;
+        }
+        if (s == UCS_ERR_UNREACHABLE) {
+            ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+            s = ucp_ep_create(worker_, &ep, &peers_[r].ep);
+        }
+        if (s != UCS_OK) {
+            peers_[r].ep = nullptr;
+            return "ucp_ep_create to rank " + std::to_string(r) + " failed: " + ucx_error(s);
+        }
+    }
+    return {};
+}
+
+ucs_status_t worker::send(int peer, const void* buffer, std::size_t count, bool iov,
+                          std::uint64_t tag, op_slot& slot) noexcept {
+    prepare(slot);
+    peer_state& p = peers_[static_cast<std::size_t>(peer)];
+    if (p.ep == nullptr || p.error != UCS_OK) {
+        slot.done = true;
+        slot.status = p.error != UCS_OK ? p.error : UCS_ERR_NOT_CONNECTED;
+        return slot.status;
+    }
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                         UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+    param.cb.send = &on_send;
+    param.user_data = &slot;
+    param.datatype = iov ? ucp_dt_make_iov() : ucp_dt_make_contig(1);
+    param.memory_type = memory_type_;
+    return track(ucp_tag_send_nbx(p.ep, buffer, count, tag, &param), slot);
+}
+
+ucs_status_t worker::recv(void* buffer, std::size_t count, bool iov, std::uint64_t tag,
+                          op_slot& slot) noexcept {
+    prepare(slot);
+    // No immediate completion: UCX 1.13 leaves recv_info's length at 0 when a receive completes
+    // inside ucp_tag_recv_nbx, and the length is checked; the callback always reports it.
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                         UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_MEMORY_TYPE |
+                         UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    param.cb.recv = &on_recv;
+    param.user_data = &slot;
+    param.datatype = iov ? ucp_dt_make_iov() : ucp_dt_make_contig(1);
+    param.memory_type = memory_type_;
+    return track(ucp_tag_recv_nbx(worker_, buffer, count, tag, ~std::uint64_t{0}, &param), slot);
+}
+
+ucs_status_t worker::flush(int peer, op_slot& slot) noexcept {
+    prepare(slot);
+    peer_state& p = peers_[static_cast<std::size_t>(peer)];
+    if (p.ep == nullptr) {
+        slot.done = true;
+        slot.status = UCS_ERR_NOT_CONNECTED;
+        return slot.status;
+    }
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.send = &on_send;
+    param.user_data = &slot;
+    return track(ucp_ep_flush_nbx(p.ep, &param), slot);
+}
+
+ucs_status_t worker::flush_all(op_slot& slot) noexcept {
+    prepare(slot);
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.send = &on_send;
+    param.user_data = &slot;
+    return track(ucp_worker_flush_nbx(worker_, &param), slot);
+}
+
+void worker::cancel(op_slot& slot) noexcept {
+    if (!slot.done && slot.request != nullptr) ucp_request_cancel(worker_, slot.request);
+}
+
+ucs_status_t worker::force_close(int peer, op_slot& slot) noexcept {
+    prepare(slot);
+    peer_state& p = peers_[static_cast<std::size_t>(peer)];
+    if (p.ep == nullptr) {
+        slot.done = true;
+        slot.status = UCS_OK;
+        return UCS_OK;
+    }
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                         UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    param.cb.send = &on_send;
+    param.user_data = &slot;
+    const ucp_ep_h ep = p.ep;
+    p.ep = nullptr;
+    if (p.error == UCS_OK) p.error = UCS_ERR_CANCELED;
+    return track(ucp_ep_close_nbx(ep, &param), slot);
+}
+
+void worker::abandon(op_slot& slot) noexcept {
+    if (!slot.done && slot.request != nullptr) {
+        ucp_request_free(slot.request); // no callback will be invoked for it any more
+        slot.request = nullptr;
+        slot.done = true;
+        slot.status = UCS_ERR_CANCELED;
+    }
+}
+
+std::string worker::arm_abort() {
+    prepare(abort_slot_);
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                         UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    param.cb.recv = &on_recv;
+    param.user_data = &abort_slot_;
+    param.datatype = ucp_dt_make_contig(1);
+    // Any sender, any sequence number: match the control bit and the kind only.
+    const std::uint64_t tag = tag_control | (static_cast<std::uint64_t>(control::abort) << 56);
+    const ucs_status_t s = track(ucp_tag_recv_nbx(worker_, &abort_in_, sizeof abort_in_, tag,
+                                                  0xff00000000000000ull, &param), abort_slot_);
+    if (s != UCS_INPROGRESS && s != UCS_OK) return "posting the abort receive failed: " + ucx_error(s);
+    abort_armed_ = true;
+    return {};
+}
+
+int worker::abort_sender() const noexcept { return abort_in_.sender; }
+int worker::abort_code() const noexcept { return abort_in_.code; }
+
+std::string worker::abort_message() const {
+    return std::string(abort_in_.text, strnlen(abort_in_.text, sizeof abort_in_.text));
+}
+
+void worker::send_abort(int code, const std::string& message, std::chrono::milliseconds wait) noexcept {
+    if (worker_ == nullptr || abort_sent_ || aborted()) return;
+    abort_sent_ = true;
+    abort_out_.sender = rank_;
+    abort_out_.code = code;
+    const std::size_t n = std::min(message.size(), sizeof abort_out_.text - 1);
+    std::memcpy(abort_out_.text, message.data(), n);
+    abort_out_.text[n] = '\0';
+    std::vector<op_slot> slots;
+    try {
+        slots.resize(peers_.size());
+    } catch (...) {
+        return;
+    }
+    for (std::size_t r = 0; r < peers_.size(); ++r) {
+        if (static_cast<int>(r) == rank_ || peers_[r].ep == nullptr || peers_[r].error != UCS_OK) continue;
+        (void)send(static_cast<int>(r), &abort_out_, sizeof abort_out_, false,
+                   make_control_tag(control::abort, 0, rank_), slots[r]);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    for (;;) {
+        bool all = true;
+        for (const op_slot& s : slots) all = all && s.done;
+        if (all || std::chrono::steady_clock::now() > deadline) break;
+        if (ucp_worker_progress(worker_) == 0) sched_yield();
+    }
+    for (op_slot& s : slots) abandon(s);
+}
+
+worker::~worker() {
+    if (worker_ != nullptr) {
+        if (abort_armed_ && !abort_slot_.done) {
+            ucp_request_cancel(worker_, abort_slot_.request);
+            abandon(abort_slot_);
+        }
+        // Close every endpoint: gracefully where the peer is healthy (nothing is in flight
+        // after a completed call, so this does not wait for the peer), by force where it failed.
+        // Bounded: whatever has not closed after a second is left to ucp_worker_destroy.
+        std::vector<op_slot> closing(peers_.size());
+        for (std::size_t r = 0; r < peers_.size(); ++r) {
+            peer_state& p = peers_[r];
+            if (p.ep == nullptr) continue;
+            ucp_request_param_t param{};
+            param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                                 UCP_OP_ATTR_FIELD_FLAGS;
+            param.flags = p.error != UCS_OK ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+            param.cb.send = &on_send;
+            param.user_data = &closing[r];
+            prepare(closing[r]);
+            track(ucp_ep_close_nbx(p.ep, &param), closing[r]);
+            p.ep = nullptr;
+        }
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+        for (;;) {
+            bool all = true;
+            for (const op_slot& s : closing) all = all && s.done;
+            if (all) break;
+            if (ucp_worker_progress(worker_) == 0) {
+                if (std::chrono::steady_clock::now() > deadline) {
+                    // Leave them to ucp_worker_destroy; no callback may write to `closing` now.
+                    for (op_slot& s : closing) abandon(s);
+                    break;
+                }
+                sched_yield();
+            }
+        }
+        ucp_worker_destroy(worker_);
+    }
+    if (context_ != nullptr) ucp_cleanup(context_);
+}
+
+} // namespace fast::exec::detail

@@ -1,0 +1,125 @@
+#pragma once
+// The UCX side of a communicator: one context, one worker, one endpoint per peer (peer error
+// handling), tagged sends and receives whose completion lands in slots, flushes, cancellation.
+
+#include <ucp/api/ucp.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fast::exec::detail {
+
+struct slot_block;
+
+/// Completion record of one UCX request.
+struct op_slot {
+    void* request = nullptr;     ///< outstanding request, or nullptr
+    std::size_t length = 0;      ///< bytes received (receives)
+    ucs_status_t status = UCS_OK;
+    bool done = true;
+    slot_block* block = nullptr;
+};
+
+/// The slots of one operation, with the count of completions callbacks reported.
+struct slot_block {
+    std::vector<op_slot> slots;
+    std::size_t completed = 0; ///< completions reported by callbacks
+};
+
+struct peer_state {
+    ucp_ep_h ep = nullptr;
+    ucs_status_t error = UCS_OK; ///< set by the endpoint's error callback
+    int rank = -1;
+    bool detects_failure = false;        ///< UCP_ERR_HANDLING_MODE_PEER (else found by timeouts)
+    std::size_t* error_events = nullptr; ///< the worker's count of endpoint errors
+};
+
+class worker {
+public:
+    worker() = default;
+    ~worker();
+    worker(const worker&) = delete;
+    worker& operator=(const worker&) = delete;
+
+    /// Creates the UCX context and worker; `memory_type` must be among UCX's memory types.
+    /// Returns "" or what failed.
+    [[nodiscard]] std::string init(int rank, int size, ucs_memory_type_t memory_type);
+    [[nodiscard]] std::string address(std::vector<unsigned char>& out);
+    /// An endpoint to every other rank; `addresses[r]` is rank r's worker address. Endpoints ask
+    /// for peer error handling (UCP_ERR_HANDLING_MODE_PEER). UCX 1.13's shared-memory transports
+    /// cannot handle peer failures, so UCX would route ranks on one host over the network instead
+    /// (or find no transport at all with UCX_TLS=sm,self): endpoints to ranks with the same host
+    /// key (`same_host[r]`) therefore use UCP_ERR_HANDLING_MODE_NONE, as do endpoints that UCX
+    /// cannot create with peer error handling; a failure of such a peer is found by the timeout.
+    [[nodiscard]] std::string connect(const std::vector<const unsigned char*>& addresses,
+                                      const std::vector<char>& same_host);
+
+    [[nodiscard]] unsigned progress() noexcept { return ucp_worker_progress(worker_); }
+    [[nodiscard]] peer_state& peer(int r) noexcept { return peers_[static_cast<std::size_t>(r)]; }
+    [[nodiscard]] ucs_memory_type_t memory_type() const noexcept { return memory_type_; }
+    /// How many endpoint errors were reported so far (to notice new ones cheaply).
+    [[nodiscard]] std::size_t error_events() const noexcept { return error_events_; }
+
+    /// Posting: UCS_OK (completed at once, slot done), UCS_INPROGRESS (slot completes later) or
+    /// an error (slot done with it). `count` is bytes (contiguous) or iov entries.
+    ucs_status_t send(int peer, const void* buffer, std::size_t count, bool iov, std::uint64_t tag,
+                      op_slot& slot) noexcept;
+    ucs_status_t recv(void* buffer, std::size_t count, bool iov, std::uint64_t tag,
+                      op_slot& slot) noexcept;
+    ucs_status_t flush(int peer, op_slot& slot) noexcept;
+    /// Flushes every endpoint of the worker.
+    ucs_status_t flush_all(op_slot& slot) noexcept;
+    /// Cancels an outstanding receive (its slot completes, usually with UCS_ERR_CANCELED).
+    void cancel(op_slot& slot) noexcept;
+    /// Releases the endpoint without waiting for the peer; its outstanding requests complete
+    /// with UCS_ERR_CANCELED. The peer is unreachable afterwards.
+    ucs_status_t force_close(int peer, op_slot& slot) noexcept;
+    /// Gives up on an outstanding request: UCX invokes no callback for it any more (it may still
+    /// complete internally). For requests that cancellation could not complete in time.
+    static void abandon(op_slot& slot) noexcept;
+
+    // Aborts: a rank whose call fails tells every peer, so that they fail at once instead of
+    // waiting for their own timeouts. Every worker keeps one receive posted for them.
+    /// Posts the receive for abort messages (after the endpoints are up).
+    [[nodiscard]] std::string arm_abort();
+    /// Whether a peer's abort message arrived.
+    [[nodiscard]] bool aborted() const noexcept { return abort_slot_.done && abort_slot_.status == UCS_OK && abort_armed_; }
+    /// The abort's sender, error code (an errc value) and message.
+    [[nodiscard]] int abort_sender() const noexcept;
+    [[nodiscard]] int abort_code() const noexcept;
+    [[nodiscard]] std::string abort_message() const;
+    /// Sends an abort (code, message) to every peer that is still reachable, once per worker and
+    /// never after receiving one; waits for the sends at most `wait`.
+    void send_abort(int code, const std::string& message, std::chrono::milliseconds wait) noexcept;
+
+    /// UCX's version, e.g. "1.13.1".
+    [[nodiscard]] static const char* version() noexcept { return ucp_get_version_string(); }
+
+private:
+    static void on_peer_error(void* arg, ucp_ep_h ep, ucs_status_t status) noexcept;
+
+    ucp_context_h context_ = nullptr;
+    ucp_worker_h worker_ = nullptr;
+    ucs_memory_type_t memory_type_ = UCS_MEMORY_TYPE_HOST;
+    int rank_ = -1;
+    std::vector<peer_state> peers_;
+    std::size_t error_events_ = 0;
+    struct abort_message_t {
+        std::int32_t sender;
+        std::int32_t code;
+        char text[504];
+    };
+    abort_message_t abort_in_{}, abort_out_{};
+    op_slot abort_slot_;
+    bool abort_armed_ = false;
+    bool abort_sent_ = false;
+};
+
+/// "Connection reset by remote peer" and the like.
+[[nodiscard]] inline std::string ucx_error(ucs_status_t s) { return ucs_status_string(s); }
+
+} // namespace fast::exec::detail

@@ -1,0 +1,390 @@
+// Single-process tests of the executor: grouping ranks into servers, compiling plans into
+// per-rank programs against arbitrary user layouts (checked by running every rank's program in
+// one process, byte for byte), and the API on communicators without MPI (one rank, and several
+// ranks as threads with an in-process allgather).
+
+#include <catch2/catch.hpp>
+
+#include <barrier>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include <fast/baselines.hpp>
+#include <fast/exec/exec.hpp>
+#include <fast/layout.hpp>
+#include <fast/planner.hpp>
+#include <fast/verify.hpp>
+#include <fast/workload.hpp>
+
+#include "exec_support.hpp"
+#include "hosts.hpp"
+#include "program.hpp"
+
+using namespace fast::exec;
+using namespace exec_test;
+
+TEST_CASE("ranks group into servers by host or by gpus_per_server") {
+    using detail::group_ranks;
+    const std::vector<std::string> two_hosts{"a", "a", "a", "b", "b", "b"};
+    auto g = group_ranks(two_hosts, 0);
+    REQUIRE(g.error.empty());
+    CHECK(g.servers == 2);
+    CHECK(g.gpus_per_server == 3);
+
+    g = group_ranks(two_hosts, 2); // explicit: emulate 3 servers of 2 on two hosts
+    REQUIRE(g.error.empty());
+    CHECK(g.servers == 3);
+
+    g = group_ranks(two_hosts, 4);
+    CHECK(g.error.find("does not divide") != std::string::npos);
+
+    g = group_ranks({"a", "b", "a", "b"}, 0);
+    CHECK(g.error.find("not contiguous") != std::string::npos);
+    CHECK(g.error.find("rank 0 and rank 2") != std::string::npos);
+
+    g = group_ranks({"a", "a", "b"}, 0);
+    CHECK(g.error.find("different numbers of ranks") != std::string::npos);
+
+    g = group_ranks({"a"}, 0);
+    REQUIRE(g.error.empty());
+    CHECK(g.servers == 1);
+    CHECK(g.gpus_per_server == 1);
+
+    CHECK(!detail::host_key().empty());
+}
+
+namespace {
+
+// Runs every rank's compiled program in one process: per plan step, local copies, then each
+// send's bytes gathered from its segments and scattered into the matching receive's segments
+// (matched by tag, checked against ranks and sizes). Returns "" if every receive buffer ends up
+// exactly right.
+std::string run_in_process(const fast::plan& p, const fast::traffic_matrix& m, bool gapped, bool pieces,
+                           std::uint64_t seed) {
+    using namespace detail;
+    const int r = static_cast<int>(m.rows());
+    const fast::alltoallv_layout layout = fast::make_packed_layout(m);
+    const fast::rank_view view = fast::make_rank_view(p);
+    std::vector<rank_buffers> buf(static_cast<std::size_t>(r));
+    std::vector<std::vector<std::uint8_t>> scratch(static_cast<std::size_t>(r));
+    std::vector<program> prog(static_cast<std::size_t>(r));
+    for (int k = 0; k < r; ++k) {
+        const auto uk = static_cast<std::size_t>(k);
+        buf[uk] = make_buffers(m, k, gapped, seed);
+        scratch[uk].assign(static_cast<std::size_t>(p.scratch_bytes[uk]) + 1, 0x5A);
+        const std::string e = compile_program(p, view, layout, k, buf[uk].send.displs, buf[uk].recv.displs, pieces, prog[uk]);
+        if (!e.empty()) return "compile rank " + std::to_string(k) + ": " + e;
+    }
+    auto address = [&](int k, const segment& s) -> std::uint8_t* {
+        const auto uk = static_cast<std::size_t>(k);
+        std::uint8_t* base = s.where == region::send ? buf[uk].send_data.data()
+                           : s.where == region::recv ? buf[uk].recv_data.data()
+                                                     : scratch[uk].data();
+        return base + s.offset;
+    };
+    std::vector<std::size_t> cursor(static_cast<std::size_t>(r), 0); // next program step per rank
+    for (std::size_t step = 0; step < p.steps(); ++step) {
+        std::map<std::uint64_t, std::pair<int, const op*>> sends, recvs;
+        for (int k = 0; k < r; ++k) {
+            const program& pk = prog[static_cast<std::size_t>(k)];
+            std::size_t& c = cursor[static_cast<std::size_t>(k)];
+            if (c >= pk.steps() || pk.ops[pk.step_offsets[c]].step != step) continue;
+            for (std::size_t i = pk.step_offsets[c]; i < pk.step_offsets[c + 1]; ++i) {
+                const op& o = pk.ops[i];
+                if (o.step != step) return "an op of the wrong step in a program step";
+                if (o.kind == op_kind::copy) {
+                    std::vector<std::uint8_t> bytes;
+                    for (std::uint32_t s = 0; s < o.count; ++s) {
+                        const segment& g = pk.segments[o.first + s];
+                        bytes.insert(bytes.end(), address(k, g), address(k, g) + g.length);
+                    }
+                    if (bytes.size() != o.bytes) return "copy segments do not add up";
+                    std::size_t at = 0;
+                    for (std::uint32_t s = 0; s < o.dst_count; ++s) {
+                        const segment& g = pk.segments[o.dst_first + s];
+                        std::memcpy(address(k, g), bytes.data() + at, g.length);
+                        at += g.length;
+                    }
+                    if (at != o.bytes) return "copy destination segments do not add up";
+                } else if (!(o.kind == op_kind::send ? sends : recvs).emplace(o.tag, std::pair{k, &o}).second) {
+                    return "two messages of one step share tag " + std::to_string(o.tag);
+                }
+            }
+            ++c;
+        }
+        if (sends.size() != recvs.size()) return "step " + std::to_string(step) + ": sends and receives do not pair up";
+        for (const auto& [tag, s] : sends) {
+            const auto it = recvs.find(tag);
+            if (it == recvs.end()) return "a send without a receive, tag " + std::to_string(tag);
+            const auto [from, so] = s;
+            const auto [to, ro] = it->second;
+            if (so->peer != to || ro->peer != from || so->bytes != ro->bytes)
+                return "tag " + std::to_string(tag) + " pairs the wrong ranks or sizes";
+            std::vector<std::uint8_t> bytes;
+            for (std::uint32_t k = 0; k < so->count; ++k) {
+                const segment& g = prog[static_cast<std::size_t>(from)].segments[so->first + k];
+                bytes.insert(bytes.end(), address(from, g), address(from, g) + g.length);
+            }
+            if (bytes.size() != so->bytes) return "send segments do not add up";
+            std::size_t at = 0;
+            for (std::uint32_t k = 0; k < ro->count; ++k) {
+                const segment& g = prog[static_cast<std::size_t>(to)].segments[ro->first + k];
+                std::memcpy(address(to, g), bytes.data() + at, g.length);
+                at += g.length;
+            }
+            if (at != ro->bytes) return "receive segments do not add up";
+            if (pieces && (so->count != 1 || ro->count != 1)) return "a piece with several segments";
+        }
+    }
+    for (int k = 0; k < r; ++k) {
+        const auto uk = static_cast<std::size_t>(k);
+        if (cursor[uk] != prog[uk].steps()) return "rank " + std::to_string(k) + " has ops in no plan step";
+        if (auto e = check_recv(m, k, buf[uk].recv, buf[uk].recv_data); !e.empty()) return e;
+    }
+    return {};
+}
+
+} // namespace
+
+TEST_CASE("compiled programs deliver every byte for any layout") {
+    struct shape {
+        int servers, gpus;
+    };
+    const shape shapes[] = {{1, 1}, {1, 3}, {2, 1}, {2, 2}, {2, 4}, {4, 2}, {3, 3}, {4, 4}};
+    int checked = 0;
+    for (const shape sh : shapes) {
+        const fast::topology t = fast::make_topology(sh.servers, sh.gpus);
+        const int r = t.ranks();
+        std::vector<fast::traffic_matrix> matrices = {
+            random_skewed(r, 1, 3000),
+            random_skewed(r, 2, 200, 50),
+            fast::traffic_matrix::Zero(r, r),
+            self_only(r, 100),
+            hot_pair(r, 0, r - 1, 12345),
+            fast::make_uniform(t, 7000),
+        };
+        for (std::size_t mi = 0; mi < matrices.size(); ++mi) {
+            const fast::traffic_matrix& m = matrices[mi];
+            for (const auto sched : {fast::scheduler::fast, fast::scheduler::direct, fast::scheduler::spreadout}) {
+                for (const auto pol : {fast::policy::rail_packed, fast::policy::exact}) {
+                    if (sched != fast::scheduler::fast && pol != fast::policy::rail_packed) continue;
+                    fast::plan_options o;
+                    o.scheduler = sched;
+                    o.policy = pol;
+                    const fast::plan p = fast::make_plan(m, t, o);
+                    REQUIRE(fast::verify(p, m).ok());
+                    for (const bool gapped : {false, true})
+                        for (const bool pieces : {false, true}) {
+                            INFO(sh.servers << "x" << sh.gpus << " matrix " << mi << " " << fast::to_string(sched)
+                                            << " " << fast::to_string(pol) << " gapped " << gapped << " pieces " << pieces);
+                            CHECK(run_in_process(p, m, gapped, pieces, mi + 10) == "");
+                            ++checked;
+                        }
+                }
+            }
+        }
+    }
+    CHECK(checked > 300);
+}
+
+TEST_CASE("a packed layout compiles to one segment per message") {
+    const fast::topology t = fast::make_topology(2, 4);
+    const fast::traffic_matrix m = random_skewed(t.ranks(), 5, 5000, 0);
+    const fast::plan p = fast::make_plan(m, t);
+    const fast::alltoallv_layout l = fast::make_packed_layout(m);
+    const fast::rank_view v = fast::make_rank_view(p);
+    for (int k = 0; k < t.ranks(); ++k) {
+        const rank_buffers b = make_buffers(m, k, false, 1);
+        detail::program prog;
+        REQUIRE(detail::compile_program(p, v, l, k, b.send.displs, b.recv.displs, false, prog).empty());
+        for (const detail::op& o : prog.ops)
+            if (o.kind != detail::op_kind::copy) CHECK(o.count == 1);
+        CHECK(prog.steps() <= p.steps());
+    }
+}
+
+// --- communicators without MPI ------------------------------------------------------------------
+
+namespace {
+
+bootstrap single_rank() {
+    return {0, 1, [](const void* s, void* r, std::size_t n) {
+                std::memcpy(r, s, n);
+                return status{};
+            }};
+}
+
+// An allgather among threads of one process.
+class thread_allgather {
+public:
+    explicit thread_allgather(int ranks) : ranks_(ranks), sync_(ranks), slots_(static_cast<std::size_t>(ranks)) {}
+    bootstrap boot(int rank) {
+        return {rank, ranks_, [this, rank](const void* s, void* r, std::size_t n) {
+                    slots_[static_cast<std::size_t>(rank)].assign(static_cast<const char*>(s), static_cast<const char*>(s) + n);
+                    sync_.arrive_and_wait();
+                    for (int k = 0; k < ranks_; ++k) {
+                        const auto& v = slots_[static_cast<std::size_t>(k)];
+                        if (v.size() != n) return status(errc::bootstrap, "ranks gather different sizes");
+                        std::memcpy(static_cast<char*>(r) + static_cast<std::size_t>(k) * n, v.data(), n);
+                    }
+                    sync_.arrive_and_wait();
+                    return status{};
+                }};
+    }
+
+private:
+    int ranks_;
+    std::barrier<> sync_;
+    std::vector<std::vector<char>> slots_;
+};
+
+} // namespace
+
+TEST_CASE("status") {
+    status ok;
+    CHECK(ok.ok());
+    CHECK(std::string(ok.message()) == "ok");
+    status bad(errc::timeout, "rank 1: too slow");
+    CHECK(!bad);
+    CHECK(bad.code() == errc::timeout);
+    CHECK(std::string(bad.message()) == "rank 1: too slow");
+    const status copy = bad;
+    CHECK(std::string(copy.message()) == "rank 1: too slow");
+    CHECK(to_string(errc::count_mismatch) == "count_mismatch");
+}
+
+TEST_CASE("a one-rank communicator copies, checks its arguments and stays usable") {
+    config cfg;
+    cfg.timeout = std::chrono::milliseconds(10000);
+    communicator comm;
+    CHECK(!comm.valid());
+    CHECK(comm.alltoallv(nullptr, {}, {}, nullptr, {}, {}).code() == errc::invalid_argument);
+    status s = create(single_rank(), cfg, comm);
+    REQUIRE(s.ok());
+    REQUIRE(comm.valid());
+    CHECK(comm.size() == 1);
+    CHECK(comm.servers() == 1);
+
+    for (const bool gapped : {false, true}) {
+        fast::traffic_matrix m(1, 1);
+        m(0, 0) = 4099;
+        rank_buffers b = make_buffers(m, 0, gapped, 3);
+        s = comm.alltoallv(b.send_data.data(), b.send.counts, b.send.displs, b.recv_data.data(), b.recv.counts,
+                           b.recv.displs);
+        REQUIRE(s.ok());
+        CHECK(check_recv(m, 0, b.recv, b.recv_data) == "");
+    }
+    CHECK(comm.stats().plans_made == 1);
+    CHECK(comm.stats().plans_reused == 1);
+
+    // Zero bytes, null buffers.
+    const std::vector<std::size_t> zero{0};
+    CHECK(comm.alltoallv(nullptr, zero, zero, nullptr, zero, zero).ok());
+
+    // Invalid arguments: a clear status, and the communicator stays usable.
+    const std::vector<std::size_t> two{1, 1}, one{8}, at{0};
+    std::vector<char> data(64);
+    s = comm.alltoallv(data.data(), two, at, data.data() + 32, one, at);
+    CHECK(s.code() == errc::invalid_argument);
+    CHECK(std::string(s.message()).find("sendcounts has 2 entries, expected 1") != std::string::npos);
+    s = comm.alltoallv(nullptr, one, at, data.data(), one, at);
+    CHECK(s.code() == errc::invalid_argument);
+    CHECK(std::string(s.message()).find("send is null") != std::string::npos);
+    s = comm.alltoallv(data.data(), one, at, data.data() + 4, one, at);
+    CHECK(s.code() == errc::invalid_argument);
+    CHECK(std::string(s.message()).find("overlaps") != std::string::npos);
+    const std::vector<std::size_t> huge{std::size_t{1} << 63};
+    s = comm.alltoallv(data.data(), huge, at, data.data() + 32, huge, at);
+    CHECK(s.code() == errc::invalid_argument);
+    s = comm.alltoallv(data.data(), one, at, data.data() + 32, std::vector<std::size_t>{7}, at);
+    CHECK(s.code() == errc::count_mismatch);
+    CHECK(std::string(s.message()) == "alltoallv: rank 0 expects 7 bytes from rank 0, rank 0 sends 8");
+    std::memset(data.data(), 3, 8);
+    s = comm.alltoallv(data.data(), one, at, data.data() + 32, one, at);
+    REQUIRE(s.ok());
+    CHECK(data[32 + 7] == 3);
+
+    // Persistent: init once, start/wait many times.
+    fast::traffic_matrix m(1, 1);
+    m(0, 0) = 777;
+    rank_buffers b = make_buffers(m, 0, true, 9);
+    alltoallv_request req;
+    CHECK(req.start().code() == errc::invalid_argument);
+    REQUIRE(comm.alltoallv_init(b.send_data.data(), b.send.counts, b.send.displs, b.recv_data.data(), b.recv.counts,
+                                b.recv.displs, req).ok());
+    for (int k = 0; k < 5; ++k) {
+        std::fill(b.recv_data.begin(), b.recv_data.end(), recv_sentinel);
+        REQUIRE(req.start().ok());
+        CHECK(req.active());
+        CHECK(comm.alltoallv(nullptr, zero, zero, nullptr, zero, zero).code() == errc::busy);
+        REQUIRE(req.wait().ok());
+        CHECK(!req.active());
+        CHECK(check_recv(m, 0, b.recv, b.recv_data) == "");
+    }
+}
+
+TEST_CASE("creation reports bad configurations and missing device support") {
+    communicator comm;
+    config cfg;
+    cfg.timeout = std::chrono::milliseconds(0);
+    status s = create(single_rank(), cfg, comm);
+    CHECK(s.code() == errc::invalid_argument);
+    CHECK(std::string(s.message()).find("timeout must be positive") != std::string::npos);
+    CHECK(!comm.valid());
+
+    cfg = config{};
+    cfg.memory = memory::cuda;
+    s = create(single_rank(), cfg, comm);
+    CHECK(s.code() == errc::unsupported);
+    CHECK(std::string(s.message()).find("rank 0") != std::string::npos);
+    INFO(s.message());
+    CHECK((std::string(s.message()).find("without CUDA") != std::string::npos ||
+           std::string(s.message()).find("does not support cuda") != std::string::npos ||
+           std::string(s.message()).find("CUDA device") != std::string::npos));
+
+    cfg = config{};
+    cfg.gpus_per_server = 2;
+    s = create(single_rank(), cfg, comm);
+    CHECK(s.code() == errc::invalid_argument);
+    CHECK(std::string(s.message()).find("does not divide") != std::string::npos);
+
+    CHECK(create(bootstrap{}, config{}, comm).code() == errc::invalid_argument);
+}
+
+TEST_CASE("ranks as threads: the callback bootstrap, both schedulers, skewed non-packed traffic") {
+    constexpr int ranks = 4;
+    for (const auto sched : {scheduler::fast, scheduler::direct}) {
+        thread_allgather gather(ranks);
+        std::vector<std::string> errors(ranks);
+        std::vector<std::thread> threads;
+        for (int k = 0; k < ranks; ++k)
+            threads.emplace_back([&, k] {
+                config cfg;
+                cfg.gpus_per_server = 2;
+                cfg.scheduler = sched;
+                cfg.timeout = std::chrono::milliseconds(20000);
+                communicator comm;
+                if (status s = create(gather.boot(k), cfg, comm); !s.ok()) {
+                    errors[static_cast<std::size_t>(k)] = s.message();
+                    return;
+                }
+                for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+                    const fast::traffic_matrix m = random_skewed(ranks, seed, 20000);
+                    rank_buffers b = make_buffers(m, k, seed % 2 == 0, seed);
+                    status s = comm.alltoallv(b.send_data.data(), b.send.counts, b.send.displs, b.recv_data.data(),
+                                              b.recv.counts, b.recv.displs);
+                    if (!s.ok()) {
+                        errors[static_cast<std::size_t>(k)] = s.message();
+                        return;
+                    }
+                    if (auto e = check_recv(m, k, b.recv, b.recv_data); !e.empty()) {
+                        errors[static_cast<std::size_t>(k)] = e;
+                        return;
+                    }
+                }
+            });
+        for (auto& t : threads) t.join();
+        for (int k = 0; k < ranks; ++k) CHECK(errors[static_cast<std::size_t>(k)] == "");
+    }
+}
