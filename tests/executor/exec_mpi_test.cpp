@@ -206,9 +206,13 @@ void repeat(int argc, char** argv) {
     long warm = 0, warm_heap = 0;
     bool ok = true;
     const auto t0 = clock_type::now();
+    // A new matrix every other call (the other reuses the plan), layouts changing too, cycling
+    // through a fixed set so that memory is compared between like points of the cycle: buffer
+    // high-water marks are reached in the first cycle, and what grows after that is a leak.
+    constexpr int cycle = 20;
+    const int warm_call = std::max(cycle, (calls / 4 + cycle - 1) / cycle * cycle) - 1;
     for (int k = 0; k < calls && ok; ++k) {
-        // A new matrix every other call (the other reuses the plan); layouts change too.
-        const auto seed = static_cast<std::uint64_t>(k / 2 + 1);
+        const auto seed = static_cast<std::uint64_t>((k % cycle) / 2 + 1);
         const fast::traffic_matrix m = random_skewed(r, seed, 1500 + static_cast<std::int64_t>(seed % 5) * 1000);
         rank_buffers b = make_buffers(m, rank_, seed % 3 == 0, seed, static_cast<std::uint64_t>(k));
         const status s = comm.alltoallv(b.send_data.data(), b.send.counts, b.send.displs, b.recv_data.data(),
@@ -220,7 +224,7 @@ void repeat(int argc, char** argv) {
             fail("call " + std::to_string(k) + ": " + e);
             ok = false;
         }
-        if (k == calls / 4) {
+        if (k == warm_call) {
             warm = vm_rss_kib();
             warm_heap = static_cast<long>(mallinfo2().uordblks / 1024);
         }
@@ -233,21 +237,21 @@ void repeat(int argc, char** argv) {
     const statistics st = comm.stats();
     if (ok && st.operations != static_cast<std::uint64_t>(calls)) fail("statistics count the wrong number of calls");
     if (ok && st.plans_reused < static_cast<std::uint64_t>(calls / 2 - 1)) fail("the plan cache was not used");
-    // Flat after warm-up (a quarter of the calls): VmRSS within allocator noise, and the heap in
-    // use (glibc's count of allocated bytes) too, which would show a leak of a few hundred bytes
-    // per call.
+    // Flat from the end of a cycle after a quarter of the calls to the end of the last: VmRSS
+    // within allocator noise, and the heap in use (glibc's count of allocated bytes), which
+    // shows a leak of ninety bytes per call (measured here: within 128 KiB and 0 KiB).
     const long growth[2] = {end - warm, static_cast<long>(mallinfo2().uordblks / 1024) - warm_heap};
     // (Under AddressSanitizer freed memory sits in its quarantine and mallinfo2 means nothing:
     // the numbers are printed, not judged; LeakSanitizer checks leaks there.)
-    if (ok && !under_asan && growth[0] > 512) fail("VmRSS grew by " + std::to_string(growth[0]) + " KiB after warm-up");
-    if (ok && !under_asan && growth[1] > 256) fail("the heap in use grew by " + std::to_string(growth[1]) + " KiB after warm-up");
+    if (ok && !under_asan && growth[0] > 1024) fail("VmRSS grew by " + std::to_string(growth[0]) + " KiB after warm-up");
+    if (ok && !under_asan && growth[1] > 64) fail("the heap in use grew by " + std::to_string(growth[1]) + " KiB after warm-up");
     long worst[2] = {0, 0};
     MPI_Allreduce(growth, worst, 2, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
     if (all_ok(failures_ == 0) && rank_ == 0)
         std::printf("%d calls in %.2f s (%.0f us per call), %llu plans made, %llu reused; from call %d to the end "
                     "VmRSS grew by at most %ld KiB, the heap in use by at most %ld KiB\n",
                     calls, seconds, 1e6 * seconds / calls, static_cast<unsigned long long>(st.plans_made),
-                    static_cast<unsigned long long>(st.plans_reused), calls / 4, worst[0], worst[1]);
+                    static_cast<unsigned long long>(st.plans_reused), warm_call + 1, worst[0], worst[1]);
 }
 
 void persistent() {
