@@ -22,7 +22,7 @@ namespace {
 using clock = std::chrono::steady_clock;
 
 constexpr std::uint64_t wire_magic = 0x4641535445584543ull; // "FASTEXEC"
-constexpr std::uint32_t wire_version = 1;
+constexpr std::uint32_t wire_version = 2;
 
 template <std::size_t N>
 void put_text(char (&dst)[N], std::string_view s) noexcept {
@@ -47,10 +47,23 @@ struct hello {
     std::int32_t memory;
     std::int32_t iov;
     std::int32_t reserved;
+    double fabric[4]; // scale_up_gbps, scale_out_gbps, alpha_up_us, alpha_out_us
     std::uint64_t address_bytes;
     char host[320];
     char text[256];
 };
+
+constexpr const char* fabric_fields[4] = {"scale_up_gbps", "scale_out_gbps", "alpha_up_us", "alpha_out_us"};
+
+// The planner's topology check, in the executor's words.
+std::string fabric_error(const config& cfg) {
+    try {
+        fast::validate(fast::topology{1, 1, cfg.scale_up_gbps, cfg.scale_out_gbps, cfg.alpha_up_us, cfg.alpha_out_us});
+    } catch (const std::exception& e) {
+        return std::string("config.") + e.what();
+    }
+    return {};
+}
 
 // The outcome of a local step every rank reports (connection, scratch growth).
 struct report {
@@ -145,6 +158,9 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
     } else if (cfg.gpus_per_server < 0) {
         local = errc::invalid_argument;
         text = "config.gpus_per_server must be non-negative, got " + std::to_string(cfg.gpus_per_server);
+    } else if (std::string why = fabric_error(cfg); !why.empty()) {
+        local = errc::invalid_argument;
+        text = why;
     } else if (cfg.scheduler != exec::scheduler::fast && cfg.scheduler != exec::scheduler::direct) {
         local = errc::invalid_argument;
         text = "config.scheduler is not a known scheduler";
@@ -182,6 +198,8 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
     mine.scheduler = static_cast<std::int32_t>(cfg.scheduler);
     mine.memory = static_cast<std::int32_t>(cfg.memory);
     mine.iov = cfg.iov ? 1 : 0;
+    const double fabric[4] = {cfg.scale_up_gbps, cfg.scale_out_gbps, cfg.alpha_up_us, cfg.alpha_out_us};
+    std::copy(std::begin(fabric), std::end(fabric), std::begin(mine.fabric));
     mine.address_bytes = address.size();
     put_text(mine.host, host_key());
     put_text(mine.text, text);
@@ -216,12 +234,16 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
         if (h.scheduler != h0.scheduler) return differs("scheduler", sched(h.scheduler), sched(h0.scheduler));
         if (h.memory != h0.memory) return differs("memory", mem(h.memory), mem(h0.memory));
         if (h.iov != h0.iov) return differs("iov", h.iov ? "true" : "false", h0.iov ? "true" : "false");
+        for (int f = 0; f < 4; ++f)
+            if (h.fabric[f] != h0.fabric[f])
+                return differs(fabric_fields[f], std::to_string(h.fabric[f]), std::to_string(h0.fabric[f]));
         longest = std::max(longest, h.address_bytes);
         hosts[static_cast<std::size_t>(r)] = get_text(h.host);
     }
     const grouping g = group_ranks(hosts, cfg.gpus_per_server);
     if (!g.error.empty()) return status(errc::invalid_argument, prefix + g.error);
-    topo_ = fast::make_topology(g.servers, g.gpus_per_server, fast::preset::h200);
+    topo_ = fast::topology{g.servers, g.gpus_per_server, cfg.scale_up_gbps, cfg.scale_out_gbps, cfg.alpha_up_us,
+                           cfg.alpha_out_us};
 
     // Round 2: worker addresses; then endpoints, a message to and from every peer, a flush.
     std::vector<unsigned char> padded(longest, 0);

@@ -384,6 +384,21 @@ void errors() {
         communicator other;
         const status s = create(MPI_COMM_WORLD, c, other);
         if (r > 1) expect(s, errc::invalid_argument, "different configurations", "configurations that differ");
+        c.scheduler = scheduler::fast;
+        if (rank_ == r - 1) c.scale_out_gbps = 0.0125;
+        if (r > 1) expect(create(MPI_COMM_WORLD, c, other), errc::invalid_argument, "scale_out_gbps", "fabrics that differ");
+        c.scale_out_gbps = 0;
+        expect(create(MPI_COMM_WORLD, c, other), errc::invalid_argument, "config.scale_out_gbps must be positive",
+               "a zero bandwidth");
+    }
+    {   // The planner plans for the fabric given: an emulated 100 Mbit/s cluster works as well.
+        config c = make_config(r >= 4 ? r / 2 : r);
+        c.scale_out_gbps = 0.0125;
+        c.scale_up_gbps = 2.0;
+        c.alpha_out_us = 50;
+        communicator slow;
+        if (status s = create(MPI_COMM_WORLD, c, slow); !s.ok()) fail(std::string("create with a slow fabric: ") + s.message());
+        else (void)run_case(slow, m, true, 5, "a slow fabric");
     }
     {   // Device memory this build or this UCX cannot serve.
         config c = make_config(r >= 4 ? r / 2 : r);

@@ -44,6 +44,14 @@ struct config {
     /// message with an iov datatype (true) or as one message per contiguous piece (false). Device
     /// memory always uses pieces.
     bool iov = true;
+    /// The fabric the planner plans for (fast::topology's fields; defaults: the h200 preset).
+    /// Only the ratios and latencies shape the plan, so give the network's real figures: an
+    /// emulated cluster with 100 Mbit/s NICs plans differently from a 400G one. Must be positive
+    /// and finite (latencies non-negative) and equal on every rank.
+    double scale_up_gbps = 450.0;
+    double scale_out_gbps = 50.0;
+    double alpha_up_us = 3.0;
+    double alpha_out_us = 10.0;
 };
 
 } // namespace fast::exec
