@@ -4,12 +4,19 @@
 //   fast-plan                                  the default: zipf:0.8, 4 x 8 GPUs, 256M per GPU
 //   fast-plan --servers 32 --compare           FAST against the baselines
 //   fast-plan --workload file:trace.txt@3 --unit-bytes 8K --json plan.json
+//   fast-plan --compare --svg timeline.svg     the plans as timelines, one panel per scheduler
+//   fast-plan --workload file:trace.txt --unit-bytes 8K --all   every matrix of a file, summarised
 //   fast-plan verify plan.json                 OK with the predicted time, or the first violation
+//
+// Long runs show what they are doing on stderr when it is a terminal, and nothing otherwise.
 
 #include <CLI/CLI.hpp>
 
 #include <fast/fast.hpp>
 #include <fast/plan_json.hpp>
+
+#include "cluster_options.hpp"
+#include "timeline_svg.hpp"
 
 #include <unistd.h>
 
@@ -24,29 +31,62 @@
 
 namespace {
 
-struct options {
-    int servers = 4;
-    int gpus = 8;
-    std::string workload = "zipf:0.8";
-    std::string bytes_per_gpu = "256M";
-    std::string unit_bytes = "1";
-    std::uint64_t seed = 1;
-    std::string preset = "h200";
-    std::optional<double> scale_up_gbps;
-    std::optional<double> scale_out_gbps;
-    std::optional<double> alpha_up_us;
-    std::optional<double> alpha_out_us;
+struct options : fast_tools::cluster_options {
     std::string scheduler = "fast";
     std::string policy = "rail-packed";
     bool compare = false;
+    std::string schedulers;
     int repeat = 1;
     std::string json;
+    std::string svg;
+    std::string svg_lanes = "auto";
     std::string verify_file;
+    bool all = false;
 };
 
-std::int64_t parse_bytes(const std::string& text, const char* option) {
-    return fast::detail::parse_entry(text, 1, [&] { return std::string(option); });
-}
+// One line of progress on stderr, rewritten in place; only when stderr is a terminal. Updates
+// within one task are throttled so that tight loops do not flood the terminal.
+class progress {
+public:
+    progress() : enabled_(isatty(STDERR_FILENO) != 0) {}
+
+    [[nodiscard]] bool enabled() const noexcept { return enabled_; }
+
+    /// Shows "fast-plan: <what>" now.
+    void show(const std::string& what) {
+        if (!enabled_) return;
+        last_ = clock::now();
+        std::string line = "fast-plan: " + what;
+        if (line.size() > 79) line.resize(79);
+        const std::size_t pad = width_ > line.size() ? width_ - line.size() : 0;
+        std::fprintf(stderr, "\r%s%*s", line.c_str(), static_cast<int>(pad), "");
+        width_ = line.size();
+        std::fflush(stderr);
+    }
+
+    /// Shows "<what> <done>/<total>" at most ten times a second (and always the last one).
+    void count(const std::string& what, long long done, long long total) {
+        if (!enabled_) return;
+        if (done != total && clock::now() - last_ < std::chrono::milliseconds(100)) return;
+        show(what + " " + std::to_string(done) + "/" + std::to_string(total));
+    }
+
+    /// Erases the line (before anything else is printed).
+    void clear() {
+        if (!enabled_ || width_ == 0) return;
+        std::fprintf(stderr, "\r%*s\r", static_cast<int>(width_), "");
+        std::fflush(stderr);
+        width_ = 0;
+    }
+
+    ~progress() { clear(); }
+
+private:
+    using clock = std::chrono::steady_clock;
+    bool enabled_;
+    std::size_t width_ = 0;
+    clock::time_point last_{};
+};
 
 std::string human_bytes(double b) {
     const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -70,6 +110,28 @@ std::vector<variant> variants_of(const options& o) {
     fast::plan_options base;
     base.scheduler = fast::parse_scheduler(o.scheduler);
     base.policy = fast::parse_policy(o.policy);
+    if (!o.schedulers.empty()) {
+        // A comma-separated list: fast (with --policy), fast:POLICY, fast-unbalanced, direct, spreadout.
+        std::vector<variant> out;
+        std::size_t begin = 0;
+        while (begin <= o.schedulers.size()) {
+            std::size_t end = o.schedulers.find(',', begin);
+            if (end == std::string::npos) end = o.schedulers.size();
+            const std::string name = o.schedulers.substr(begin, end - begin);
+            begin = end + 1;
+            fast::plan_options x;
+            x.policy = base.policy;
+            if (name.rfind("fast:", 0) == 0) {
+                x.policy = fast::parse_policy(name.substr(5));
+            } else {
+                x.scheduler = fast::parse_scheduler(name);
+            }
+            std::string label(fast::to_string(x.scheduler));
+            if (x.scheduler == fast::scheduler::fast) label += " (" + std::string(fast::to_string(x.policy)) + ")";
+            out.push_back({label, x});
+        }
+        return out;
+    }
     if (!o.compare) {
         std::string label(fast::to_string(base.scheduler));
         if (base.scheduler == fast::scheduler::fast) label += " (" + std::string(fast::to_string(base.policy)) + ")";
@@ -89,38 +151,106 @@ std::vector<variant> variants_of(const options& o) {
     return out;
 }
 
-// Plans `repeat` times with one reused planner; returns the plan and the median time in us.
-std::pair<fast::plan, double> timed_plan(const fast::traffic_matrix& m, const fast::topology& t,
-                                         const fast::plan_options& po, int repeat, bool show_progress,
+// Plans `repeat` times with the reused planner `p`; returns the plan and the median time in us.
+std::pair<fast::plan, double> timed_plan(fast::planner& p, const fast::traffic_matrix& m, int repeat, progress& bar,
                                          const std::string& label) {
-    fast::planner p(t, po);
     std::vector<double> times;
     fast::plan result;
+    bar.show("planning " + label + (repeat > 1 ? " 0/" + std::to_string(repeat) : std::string(" ...")));
     for (int k = 0; k < repeat; ++k) {
         const auto start = std::chrono::steady_clock::now();
         const fast::plan& made = p.make(m);
         const auto stop = std::chrono::steady_clock::now();
         times.push_back(std::chrono::duration<double, std::micro>(stop - start).count());
         if (k + 1 == repeat) result = made;
-        if (show_progress && repeat > 1)
-            std::fprintf(stderr, "\r  planning %-24s %d/%d", label.c_str(), k + 1, repeat);
+        if (repeat > 1) bar.count("planning " + label, k + 1, repeat);
     }
-    if (show_progress && repeat > 1) std::fprintf(stderr, "\r%60s\r", "");
     std::sort(times.begin(), times.end());
     return {std::move(result), times[times.size() / 2]};
 }
 
+// The largest scratch buffer as a share of the largest receive buffer: what a rank must
+// allocate beside recv, in the worst case over ranks. (Per rank, scratch / recv misleads: a cold
+// GPU that receives little still relays its hot neighbours' bytes.)
+double scratch_share(const fast::plan& p, const fast::traffic_matrix& m) {
+    const auto recv = fast::recv_totals(m);
+    const auto most_recv = recv.empty() ? 0 : *std::max_element(recv.begin(), recv.end());
+    const auto most_scratch =
+        p.scratch_bytes.empty() ? 0 : *std::max_element(p.scratch_bytes.begin(), p.scratch_bytes.end());
+    return most_recv > 0 ? static_cast<double>(most_scratch) / static_cast<double>(most_recv) : 0.0;
+}
+
+fast_plan::lane_mode parse_lanes(const std::string& s) {
+    if (s == "auto") return fast_plan::lane_mode::automatic;
+    if (s == "rank") return fast_plan::lane_mode::rank;
+    if (s == "server") return fast_plan::lane_mode::server;
+    throw fast::invalid_argument("unknown --svg-lanes '" + s + "' (expected auto, rank or server)");
+}
+
+// --all: every matrix of a file, one summary line per scheduler (ratios mean, p95, max).
+int run_all(const options& o, const fast::topology& topo, const fast::workload_spec& spec, std::int64_t unit) {
+    progress bar;
+    bar.show("reading " + spec.path + " ...");
+    const std::vector<fast::traffic_matrix> all = fast::read_matrices_file(spec.path, topo.ranks(), unit);
+    if (all.empty()) throw fast::invalid_argument("'" + spec.path + "' holds no matrix");
+    const std::vector<variant> variants = variants_of(o);
+    std::printf("fast-plan: %d servers x %d GPUs (%s: scale-up %g GB/s, scale-out %g GB/s, alpha %g/%g us)\n",
+                topo.servers, topo.gpus_per_server, o.preset.c_str(), topo.scale_up_gbps, topo.scale_out_gbps,
+                topo.alpha_up_us, topo.alpha_out_us);
+    std::printf("workload %s: all %zu matrices (x %s bytes per unit); planning time: median over matrices of "
+                "the median of --repeat %d\n\n",
+                o.workload.c_str(), all.size(), o.unit_bytes.c_str(), o.repeat);
+    std::printf("%-24s %8s %6s %11s %10s %7s %7s %7s %9s  %s\n", "scheduler", "matrices", "steps",
+                "stages(max)", "plan(us)", "mean", "p95", "max", "scratch", "verified");
+    std::fflush(stdout);
+    int failures = 0;
+    for (const variant& v : variants) {
+        fast::planner planner(topo, v.options); // reused across matrices, as an MoE layer would
+        std::vector<double> ratios, planning;
+        double steps = 0, stages = 0, scratch = 0;
+        std::size_t most_stages = 0, verified = 0;
+        for (std::size_t k = 0; k < all.size(); ++k) {
+            bar.count("planning " + v.label, static_cast<long long>(k), static_cast<long long>(all.size()));
+            const auto [p, planning_us] = timed_plan(planner, all[k], o.repeat, bar, v.label);
+            const fast::verification check = fast::verify(p, all[k]);
+            if (check.ok()) {
+                ++verified;
+            } else {
+                bar.clear();
+                std::fprintf(stderr, "fast-plan: %s, matrix %zu: %s\n", v.label.c_str(), k, check.message().c_str());
+            }
+            const double bound = fast::lower_bound_us(all[k], topo);
+            ratios.push_back(bound > 0 ? fast::predict_us(p) / bound : 1.0);
+            planning.push_back(planning_us);
+            steps += static_cast<double>(p.steps());
+            stages += static_cast<double>(fast::count_stages(p));
+            most_stages = std::max(most_stages, fast::count_stages(p));
+            scratch = std::max(scratch, scratch_share(p, all[k]));
+        }
+        bar.clear();
+        std::sort(ratios.begin(), ratios.end());
+        std::sort(planning.begin(), planning.end());
+        const auto n = static_cast<double>(all.size());
+        double mean = 0;
+        for (const double r : ratios) mean += r / n;
+        // p95: the smallest ratio that at least 95% of the matrices do not exceed.
+        const std::size_t p95 = (all.size() * 95 + 99) / 100 - 1;
+        char stage_text[32];
+        std::snprintf(stage_text, sizeof stage_text, "%.1f(%zu)", stages / n, most_stages);
+        std::printf("%-24s %8zu %6.1f %11s %10.1f %7.4f %7.4f %7.4f %8.0f%%  %s\n", v.label.c_str(), all.size(),
+                    steps / n, stage_text, planning[planning.size() / 2], mean, ratios[p95], ratios.back(),
+                    100 * scratch, verified == all.size() ? "all" : (std::to_string(verified) + "/" + std::to_string(all.size())).c_str());
+        std::fflush(stdout);
+        if (verified != all.size()) ++failures;
+    }
+    return failures == 0 ? 0 : 1;
+}
+
 int run_plan(const options& o) {
-    fast::topology topo = fast::make_topology(o.servers, o.gpus, fast::parse_preset(o.preset));
-    if (o.scale_up_gbps) topo.scale_up_gbps = *o.scale_up_gbps;
-    if (o.scale_out_gbps) topo.scale_out_gbps = *o.scale_out_gbps;
-    if (o.alpha_up_us) topo.alpha_up_us = *o.alpha_up_us;
-    if (o.alpha_out_us) topo.alpha_out_us = *o.alpha_out_us;
-    fast::validate(topo);
+    fast::topology topo = fast_tools::topology_of(o);
     const fast::workload_spec spec = fast::parse_workload(o.workload);
-    const std::int64_t bytes_per_gpu = parse_bytes(o.bytes_per_gpu, "--bytes-per-gpu");
-    const std::int64_t unit = parse_bytes(o.unit_bytes, "--unit-bytes");
-    if (unit < 1) throw fast::invalid_argument("--unit-bytes must be at least 1");
+    const std::int64_t bytes_per_gpu = fast_tools::bytes_per_gpu_of(o);
+    const std::int64_t unit = fast_tools::unit_of(o);
     if (spec.kind == fast::workload_kind::file) {
         try {
             (void)fast::describe_matrix_file(spec.path, topo.ranks());
@@ -130,12 +260,23 @@ int run_plan(const options& o) {
                                          std::to_string(topo.ranks()) + " ranks)");
         }
     }
+    if (o.all) {
+        if (spec.kind != fast::workload_kind::file || o.workload.find('@') != std::string::npos)
+            throw fast::invalid_argument("--all plans every matrix of a file: give --workload file:PATH without @INDEX");
+        if (!o.json.empty() || !o.svg.empty()) throw fast::invalid_argument("--all writes no --json or --svg");
+        return run_all(o, topo, spec, unit);
+    }
     const std::vector<variant> variants = variants_of(o);
     const fast::traffic_matrix m = fast::make_workload(spec, topo, bytes_per_gpu, o.seed, unit);
     const double bound = fast::lower_bound_us(m, topo);
     const double total = static_cast<double>(m.sum());
-    const bool tty = isatty(STDERR_FILENO) != 0;
-
+    progress bar;
+    const fast_plan::lane_mode lanes = parse_lanes(o.svg_lanes);
+    std::ofstream svg_out; // opened now, so that a bad path fails before any planning
+    if (!o.svg.empty()) {
+        svg_out.open(o.svg);
+        if (!svg_out) throw fast::invalid_argument("cannot write '" + o.svg + "'");
+    }
     std::printf("fast-plan: %d servers x %d GPUs (%s: scale-up %g GB/s, scale-out %g GB/s, alpha %g/%g us)\n",
                 topo.servers, topo.gpus_per_server, o.preset.c_str(), topo.scale_up_gbps,
                 topo.scale_out_gbps, topo.alpha_up_us, topo.alpha_out_us);
@@ -144,47 +285,78 @@ int run_plan(const options& o) {
                 human_bytes(total / topo.ranks()).c_str(), bound);
     std::printf("%-24s %6s %6s %10s %14s %7s %11s %9s  %s\n", "scheduler", "steps", "stages",
                 "plan(us)", "predicted(us)", "/T_lb", "algbw(GB/s)", "scratch", "verified");
+    std::fflush(stdout);
     int failures = 0;
+    std::vector<fast::plan> kept; // for --svg
     for (std::size_t k = 0; k < variants.size(); ++k) {
         const variant& v = variants[k];
-        auto [p, planning_us] = timed_plan(m, topo, v.options, o.repeat, tty, v.label);
-        if (tty) std::fprintf(stderr, "\r  verifying %-24s", v.label.c_str());
+        fast::planner planner(topo, v.options);
+        auto [p, planning_us] = timed_plan(planner, m, o.repeat, bar, v.label);
+        bar.show("verifying " + v.label + " (" + std::to_string(p.transfers.size()) + " transfers) ...");
         const fast::verification check = fast::verify(p, m);
-        if (tty) std::fprintf(stderr, "\r%60s\r", "");
+        bar.show("predicting " + v.label + " ...");
         const double predicted = fast::predict_us(p);
-        // Scratch as a share of the largest receive buffer it serves.
-        const auto recv = fast::recv_totals(m);
-        double scratch = 0;
-        for (std::size_t r = 0; r < recv.size(); ++r)
-            if (recv[r] > 0) scratch = std::max(scratch, static_cast<double>(p.scratch_bytes[r]) / static_cast<double>(recv[r]));
+        const double scratch = scratch_share(p, m);
         const double algbw = predicted > 0 ? total / topo.ranks() / (predicted * 1e3) : 0.0;
+        bar.clear();
         std::printf("%-24s %6zu %6zu %10.1f %14.2f %7.4f %11.2f %8.0f%%  %s\n", v.label.c_str(), p.steps(),
                     fast::count_stages(p), planning_us, predicted, bound > 0 ? predicted / bound : 0.0,
                     algbw, 100 * scratch, check.ok() ? "yes" : "NO");
+        std::fflush(stdout);
         if (!check.ok()) {
             std::fprintf(stderr, "fast-plan: %s: %s\n", v.label.c_str(), check.message().c_str());
             ++failures;
         }
         if (k == 0 && !o.json.empty()) {
+            bar.show("writing " + o.json + " ...");
             std::ofstream out(o.json);
             if (!out) throw fast::invalid_argument("cannot write '" + o.json + "'");
             fast::write_plan_json(out, p, m, fast::summarize(p, m, planning_us));
             if (!out) throw fast::invalid_argument("writing '" + o.json + "' failed");
+            bar.clear();
         }
+        if (!o.svg.empty()) kept.push_back(std::move(p));
     }
     if (!o.json.empty()) std::printf("\nplan of %s written to %s\n", variants.front().label.c_str(), o.json.c_str());
+    if (!o.svg.empty()) {
+        std::vector<fast_plan::timeline_panel> panels;
+        for (std::size_t k = 0; k < kept.size(); ++k) {
+            bar.show("timeline of " + variants[k].label + " ...");
+            panels.push_back({variants[k].label, &kept[k], fast::simulate(kept[k], true)});
+        }
+        fast_plan::timeline_options to;
+        to.title = "fast-plan: " + std::to_string(topo.servers) + " servers x " + std::to_string(topo.gpus_per_server) +
+                   " GPUs, " + o.workload + (o.unit_bytes != "1" ? " (" + o.unit_bytes + " bytes per unit)" : std::string());
+        char sub[256];
+        std::snprintf(sub, sizeof sub,
+                      "%s: scale-up %g GB/s, scale-out %g GB/s per GPU, alpha %g/%g us; %s in all; cost model "
+                      "(fast::simulate); T_lb = %.1f us",
+                      o.preset.c_str(), topo.scale_up_gbps, topo.scale_out_gbps, topo.alpha_up_us, topo.alpha_out_us,
+                      human_bytes(total).c_str(), bound);
+        to.subtitle = sub;
+        to.lower_bound_us = bound;
+        to.lanes = lanes;
+        bar.show("writing " + o.svg + " ...");
+        svg_out << fast_plan::render_timeline_svg(panels, to);
+        svg_out.close();
+        if (!svg_out) throw fast::invalid_argument("writing '" + o.svg + "' failed");
+        bar.clear();
+        std::printf("%stimeline of %zu plan%s written to %s\n", o.json.empty() ? "\n" : "", panels.size(),
+                    panels.size() == 1 ? "" : "s", o.svg.c_str());
+    }
     return failures == 0 ? 0 : 1;
 }
 
 int run_verify(const options& o) {
     std::ifstream in(o.verify_file);
     if (!in) throw fast::invalid_argument("cannot open plan file '" + o.verify_file + "'");
-    const bool tty = isatty(STDERR_FILENO) != 0;
-    if (tty) std::fprintf(stderr, "reading %s ...", o.verify_file.c_str());
+    progress bar;
+    bar.show("reading " + o.verify_file + " ...");
     const fast::plan_document doc = fast::read_plan_json(in, o.verify_file);
-    if (tty) std::fprintf(stderr, "\rverifying %zu transfers in %zu steps ...", doc.plan.transfers.size(), doc.plan.steps());
+    bar.show("verifying " + std::to_string(doc.plan.transfers.size()) + " transfers in " +
+             std::to_string(doc.plan.steps()) + " steps ...");
     const fast::verification v = fast::verify(doc.plan, doc.matrix);
-    if (tty) std::fprintf(stderr, "\r%70s\r", "");
+    bar.clear();
     if (!v.ok()) {
         std::printf("%s: %s\n", o.verify_file.c_str(), v.message().c_str());
         return 1;
@@ -205,29 +377,25 @@ int main(int argc, char** argv) {
     CLI::App app{"fast-plan: balanced, incast-free All-to-All(v) schedules for two-tier GPU clusters.\n"
                  "Plans a traffic matrix, verifies the plan and prints the cost model's prediction."};
     app.set_version_flag("--version", "fast-plan 0.1.0");
-    app.add_option("--servers", o.servers, "servers in the cluster")->capture_default_str();
-    app.add_option("--gpus", o.gpus, "GPUs per server")->capture_default_str();
-    app.add_option("--workload", o.workload,
-                   "uniform | zipf[:S] | moe[:tokens=N,topk=K,zipf=S|lognormal=SIGMA,token_bytes=B] | file:PATH[@INDEX]")
-        ->capture_default_str();
-    app.add_option("--bytes-per-gpu", o.bytes_per_gpu, "bytes each GPU sends on average (suffixes K, M, G, T)")
-        ->capture_default_str();
-    app.add_option("--unit-bytes", o.unit_bytes, "multiplier of matrix file entries, e.g. bytes per token")
-        ->capture_default_str();
-    app.add_option("--seed", o.seed, "seed of the generators")->capture_default_str();
-    app.add_option("--preset", o.preset, "h200 (450 / 50 GB/s) or mi300x (448 / 12.5 GB/s)")->capture_default_str();
-    app.add_option("--scale-up-gbps", o.scale_up_gbps, "override: scale-up bandwidth per GPU, GB/s");
-    app.add_option("--scale-out-gbps", o.scale_out_gbps, "override: scale-out (NIC) bandwidth per GPU, GB/s");
-    app.add_option("--alpha-up-us", o.alpha_up_us, "override: scale-up latency per step, us");
-    app.add_option("--alpha-out-us", o.alpha_out_us, "override: scale-out latency per step, us");
+    fast_tools::add_cluster_options(app, o);
     app.add_option("--scheduler", o.scheduler, "fast | fast-unbalanced | direct | spreadout")->capture_default_str();
     app.add_option("--policy", o.policy, "FAST's policy: rail-packed | bottleneck | exact (the paper)")
         ->capture_default_str();
     app.add_flag("--compare", o.compare, "FAST's policies against fast-unbalanced, spreadout and direct");
+    app.add_option("--schedulers", o.schedulers,
+                   "compare these, in order: a comma-separated list of fast, fast:POLICY, fast-unbalanced, "
+                   "direct, spreadout (e.g. fast,direct)");
     app.add_option("--repeat", o.repeat, "plan N times, report the median planning time")
         ->capture_default_str()
         ->check(CLI::Range(1, 1000000));
+    app.add_flag("--all", o.all,
+                 "plan every matrix of --workload file:PATH; one line per scheduler: mean, p95 and max of "
+                 "predicted / T_lb");
     app.add_option("--json", o.json, "write the (first) plan to FILE in the fast-plan/1 format");
+    app.add_option("--svg", o.svg, "draw the plans as timelines (cost model) to FILE, one panel per scheduler");
+    app.add_option("--svg-lanes", o.svg_lanes,
+                   "timeline lanes: rank (one per GPU), server (one per server) or auto (server above 64 ranks)")
+        ->capture_default_str();
     CLI::App* verify = app.add_subcommand("verify", "check a fast-plan/1 plan file with the verifier");
     verify->add_option("file", o.verify_file, "plan file (JSON)")->required();
     try {

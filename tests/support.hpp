@@ -20,6 +20,18 @@ inline verification check_plan(const plan& p, const traffic_matrix& m) {
     return v;
 }
 
+/// A scale-out transfer from `send` to `recv` (tests that build plans by hand).
+inline transfer out(int src, int dst, std::int64_t bytes, std::int64_t src_off = 0, std::int64_t dst_off = 0) {
+    transfer t;
+    t.src = src;
+    t.dst = dst;
+    t.bytes = bytes;
+    t.src_offset = src_off;
+    t.dst_offset = dst_off;
+    t.tier = tier::scale_out;
+    return t;
+}
+
 } // namespace fast::test
 
 #include <fast/detail/random.hpp>

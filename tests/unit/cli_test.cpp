@@ -1,6 +1,8 @@
 // fast-plan end to end: the table, plan files, verify, and one clear line for each bad input.
 #include <catch2/catch.hpp>
 
+#include "../command.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -11,30 +13,10 @@
 
 namespace {
 
-struct result {
-    int status = -1;
-    std::string output; // stdout and stderr
-};
+using test_support::result;
+using test_support::temp_path;
 
-result run(const std::string& args) {
-    const char* exe = std::getenv("FAST_PLAN");
-    REQUIRE(exe != nullptr);
-    const std::string command = std::string(exe) + " " + args + " 2>&1";
-    FILE* pipe = popen(command.c_str(), "r");
-    REQUIRE(pipe != nullptr);
-    result r;
-    char buffer[4096];
-    std::size_t n = 0;
-    while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) r.output.append(buffer, n);
-    const int status = pclose(pipe);
-    r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
-
-std::string temp_path(const std::string& name) {
-    const char* dir = std::getenv("TMPDIR");
-    return std::string(dir ? dir : "/tmp") + "/fast_cli_test_" + std::to_string(::getpid()) + "_" + name;
-}
+result run(const std::string& args) { return test_support::run_tool("FAST_PLAN", args); }
 
 std::size_t lines(const std::string& s) {
     std::size_t n = 0;
@@ -137,6 +119,25 @@ TEST_CASE("hand-corrupted plan files are rejected with the right message") {
     std::remove(file.c_str());
 }
 
+TEST_CASE("--all summarises every matrix of a file, every plan verified") {
+    // Three 4 x 4 matrices in the rows format: skewed, uniform, one hot receiver.
+    const std::string file = temp_path("three.txt");
+    std::ofstream(file) << "0 9 1 1\n1 0 1 9\n9 1 0 1\n1 1 9 0\n"
+                           "0 5 5 5\n5 0 5 5\n5 5 0 5\n5 5 5 0\n"
+                           "0 9 0 0\n0 0 0 9\n0 9 0 0\n0 9 0 0\n";
+    const result r = run("--servers 2 --gpus 2 --workload file:" + file + " --unit-bytes 1M --all --compare");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.output, Catch::Contains("all 3 matrices"));
+    for (const char* name : {"fast (rail-packed)", "fast (exact)", "direct", "spreadout"}) {
+        const auto at = r.output.find(name);
+        REQUIRE(at != std::string::npos);
+        const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
+        CHECK_THAT(line, Catch::Contains(" 3 ") && Catch::EndsWith("all"));
+    }
+    std::remove(file.c_str());
+}
+
 TEST_CASE("bad input exits non-zero with one clear line") {
     const std::string matrix = temp_path("m.txt");
     std::ofstream(matrix) << "0 1 2\n3 4 5\n6 7 8\n";
@@ -164,6 +165,8 @@ TEST_CASE("bad input exits non-zero with one clear line") {
         {"--workload file:" + matrix + "@5 --servers 1 --gpus 3", "matrix index 5 is out of range"},
         {"--scale-out-gbps -5", "scale_out_gbps must be positive"},
         {"--repeat 0", "--repeat"},
+        {"--all", "--all plans every matrix of a file"},
+        {"--all --workload file:" + matrix + "@0 --servers 1 --gpus 3", "without @INDEX"},
         {"verify /nonexistent/plan.json", "cannot open plan file"},
     };
     for (const bad& b : cases) {

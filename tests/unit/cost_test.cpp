@@ -3,19 +3,7 @@
 #include <fast/baselines.hpp>
 
 using namespace fast;
-
-namespace {
-transfer out(int src, int dst, std::int64_t bytes, std::int64_t src_off = 0, std::int64_t dst_off = 0) {
-    transfer t;
-    t.src = src;
-    t.dst = dst;
-    t.bytes = bytes;
-    t.src_offset = src_off;
-    t.dst_offset = dst_off;
-    t.tier = tier::scale_out;
-    return t;
-}
-} // namespace
+using fast::test::out;
 
 TEST_CASE("one transfer costs alpha + bytes / bandwidth") {
     const topology t = make_topology(2, 1); // 50 GB/s, 10 us
