@@ -416,6 +416,53 @@ void errors() {
                    "gpus_per_server not dividing the size");
         }
     }
+    {   // UCX cannot start (no usable transport): a clear status on every rank, and a later
+        // creation with a working UCX succeeds in the same process.
+        const char* saved = std::getenv("UCX_TLS");
+        const std::string tls = saved != nullptr ? saved : "";
+        setenv("UCX_TLS", "no_such_transport", 1);
+        communicator broken;
+        const status s = create(MPI_COMM_WORLD, make_config(r >= 4 ? r / 2 : r), broken);
+        if (saved != nullptr) setenv("UCX_TLS", tls.c_str(), 1);
+        else unsetenv("UCX_TLS");
+        expect(s, errc::transport, "rank ", "UCX initialisation failure");
+        if (broken.valid()) fail("a communicator whose UCX failed to start claims to be valid");
+        communicator again;
+        if (status t = create(MPI_COMM_WORLD, make_config(r >= 4 ? r / 2 : r), again); !t.ok())
+            fail(std::string("creation after the UCX failure: ") + t.message());
+        else (void)run_case(again, m, false, 6, "a call after the UCX failure");
+    }
+    if (r > 1) { // A rank that never arrives: the others fail within the timeout, naming it; the
+        // communicator is then failed (a later call says so at once) and the process goes on.
+        config c = make_config(r >= 4 ? r / 2 : r);
+        c.timeout = std::chrono::milliseconds(2000);
+        communicator lagging;
+        if (status s = create(MPI_COMM_WORLD, c, lagging); !s.ok()) {
+            fail(std::string("create: ") + s.message());
+        } else if (rank_ != r - 1) {
+            rank_buffers b = make_buffers(m, rank_, false, 7);
+            auto call = [&] {
+                return lagging.alltoallv(b.send_data.data(), b.send.counts, b.send.displs, b.recv_data.data(),
+                                         b.recv.counts, b.recv.displs);
+            };
+            const auto t0 = clock_type::now();
+            const status s = call();
+            const double waited = std::chrono::duration<double>(clock_type::now() - t0).count();
+            const std::string absent = "no message within 2000 ms from rank " + std::to_string(r - 1);
+            if (s.code() != errc::timeout || std::string(s.message()).find(absent) == std::string::npos)
+                fail("a rank that never arrives: expected a timeout naming rank " + std::to_string(r - 1) + ", got " +
+                     std::string(to_string(s.code())) + ": " + s.message());
+            if (waited > 2.0 + 3.0) fail("a rank that never arrives: the call returned after " + std::to_string(waited) + " s");
+            if (rank_ == 0) std::printf("a rank that never arrives (after %.2f s): %s\n", waited, s.message());
+            const auto t1 = clock_type::now();
+            const status again = call();
+            if (again.code() != errc::comm_failed || clock_type::now() - t1 > std::chrono::milliseconds(500))
+                fail(std::string("the call after a timeout: expected comm_failed at once, got ") + again.message());
+        }
+        // The absent rank keeps its communicator (a rank that left would be a peer failure) and
+        // waits in MPI, not in the executor, until the others are done.
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
     (void)run_case(comm, m, false, 5, "a correct call at the end");
 }
 
