@@ -23,7 +23,7 @@ constexpr std::int64_t bytes_per_gpu = std::int64_t{256} << 20;
 
 fast::traffic_matrix workload(const std::string& name, const fast::topology& t) {
     if (name == "zipf") return fast::make_zipf(t, 0.8, bytes_per_gpu, 1);
-    fast::moe_options o; // 4096 tokens per GPU, top-2, Zipf(1.0) expert popularity
+    fast::moe_options o; // the defaults: top-2, Zipf(0.6) expert popularity (calibrated on Megatron)
     return fast::make_moe(t, o, bytes_per_gpu, 1);
 }
 
