@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# Emulates a two-tier GPU cluster on one Linux machine and runs alltoallv_perf on it:
+#   S servers of G GPUs; every GPU rank has one rate-limited veth NIC, all NICs hang off one
+#   bridge (the scale-out switch) in a "switch" namespace; a management bridge for the launcher.
+#   Every server has its own boot_id and host name (and Open MPI daemon), so UCX and Open MPI use
+#   shared memory only inside a server and the emulated network between servers.
+#
+#   sudo benchmarks/emulated_cluster.sh [options] [-- alltoallv_perf arguments]
+#
+# Run with --help for the options. Needs root (network namespaces, tc, mounts). Creates only its
+# own namespaces (named fe<PID>-*), addresses only inside them (198.18.0.0/16 data, 198.19.0.0/24
+# management), and removes everything on exit, Ctrl-C or failure.
+set -euo pipefail
+
+usage() {
+  cat <<'EOF'
+usage: emulated_cluster.sh [options] [-- alltoallv_perf arguments]
+
+Emulates S servers x G GPUs on this machine and runs alltoallv_perf (-g G and --nic-gbit are
+passed for you) with one MPI rank per GPU:
+  - one network namespace per server (its Open MPI daemon, management link) and one per GPU
+    rank holding that GPU's veth NIC, so every rank's traffic leaves through its own NIC (UCX
+    does not bind source addresses, so ranks sharing a namespace could not be steered);
+  - NICs shaped in both directions with tbf (the NIC's root qdisc: uplink; its bridge port's
+    root qdisc: downlink, where incast queues build), one flat bridge as the scale-out switch;
+  - per server its own boot_id (bind-mounted in a private mount namespace) and host name, and an
+    Open MPI daemon (launched through a small rsh agent), so that UCX and Open MPI use shared
+    memory inside a server only.
+The executor runs UCX with UCX_TLS=sm,self,tcp; MPI_Alltoallv runs Open MPI's ob1 with
+btl self,vader,tcp (shared memory inside a server, TCP over the rank's own NIC across servers).
+
+options:
+  -s, --servers S        servers (4)
+  -g, --gpus G           GPUs (ranks, NICs) per server (8)
+  -r, --rate MBIT        per-NIC rate in Mbit/s, both directions (100)
+      --burst SIZE       tbf burst (256kb)
+      --limit SIZE       tbf queue limit (16mb)
+      --perf PATH        the alltoallv_perf binary (build/benchmarks/alltoallv_perf)
+      --timeout SECONDS  hard limit of the whole MPI run (3600)
+      --stats            after the run, print every NIC's and bridge port's tc byte counters
+  -h, --help             this text
+Everything after -- goes to alltoallv_perf (see its --help), e.g.
+  emulated_cluster.sh -- -W file:../shared/workloads/megatron_moe_4x8.txt -u 8K --every 60 -n 5
+EOF
+}
+
+servers=4
+gpus=8
+rate=100
+burst=256kb
+limit=16mb
+here=$(cd "$(dirname "$0")/.." && pwd)
+perf=$here/build/benchmarks/alltoallv_perf
+run_timeout=3600
+stats=0
+perf_args=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    -s|--servers) servers=${2:?}; shift 2 ;;
+    -g|--gpus) gpus=${2:?}; shift 2 ;;
+    -r|--rate) rate=${2:?}; shift 2 ;;
+    --burst) burst=${2:?}; shift 2 ;;
+    --limit) limit=${2:?}; shift 2 ;;
+    --perf) perf=${2:?}; shift 2 ;;
+    --timeout) run_timeout=${2:?}; shift 2 ;;
+    --stats) stats=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    --) shift; perf_args=("$@"); break ;;
+    *) echo "emulated_cluster.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+die() { echo "emulated_cluster.sh: $*" >&2; exit 1; }
+[[ $(id -u) -eq 0 ]] || die "must run as root: it creates network namespaces, tc qdiscs and mounts"
+[[ $servers =~ ^[0-9]+$ && $servers -ge 1 && $servers -le 80 ]] || die "--servers must be 1..80, got '$servers'"
+[[ $gpus =~ ^[0-9]+$ && $gpus -ge 1 && $gpus -le 150 ]] || die "--gpus must be 1..150, got '$gpus'"
+((servers * gpus <= 150)) || die "at most 150 ranks (management addresses), got $servers x $gpus"
+[[ $rate =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--rate must be a number of Mbit/s, got '$rate'"
+[[ -x $perf ]] || die "no alltoallv_perf at '$perf' (build it: scripts/dev build, or pass --perf)"
+for tool in ip tc unshare mount mpirun orted timeout; do
+  command -v "$tool" >/dev/null || die "'$tool' not found"
+done
+
+tag=fe$$
+switch=$tag-sw
+work=$(mktemp -d /tmp/fast-emulated.XXXXXX)
+created=()
+mpirun_pid=
+
+cleanup() {
+  local status=$?
+  trap - EXIT INT TERM
+  # Our own processes only: the MPI run we started, then anything still inside our namespaces
+  # (its daemons and ranks), by PID.
+  if [[ -n $mpirun_pid ]] && kill -0 "$mpirun_pid" 2>/dev/null; then
+    kill -TERM "$mpirun_pid" 2>/dev/null || true
+    sleep 1
+  fi
+  local ns pid
+  for ns in "${created[@]}"; do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
+  done
+  for ns in "${created[@]}"; do ip netns delete "$ns" 2>/dev/null || true; done
+  rm -rf "$work"
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+in_ns() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
+add_ns() { ip netns add "$1"; created+=("$1"); ip -n "$1" link set lo up; }
+shape() { tc -n "$1" qdisc replace dev "$2" root tbf rate "${rate}mbit" burst "$burst" limit "$limit"; }
+
+# The switch: a flat data bridge (STP off, forwarding at once) and the management bridge.
+add_ns "$switch"
+ip -n "$switch" link add br0 type bridge stp_state 0 forward_delay 0
+ip -n "$switch" link add mbr type bridge stp_state 0 forward_delay 0
+ip -n "$switch" addr add 198.19.0.1/24 dev mbr
+ip -n "$switch" link set br0 up
+ip -n "$switch" link set mbr up
+
+hostfile=$work/hostfile
+: >"$hostfile"
+for ((s = 0; s < servers; s++)); do
+  ns=$tag-s$s
+  add_ns "$ns"
+  ip -n "$switch" link add "m$s" type veth peer name mgmt netns "$ns"
+  ip -n "$switch" link set "m$s" master mbr up
+  ip -n "$ns" addr add "198.19.0.$((10 + s))/24" dev mgmt
+  ip -n "$ns" link set mgmt up
+  for ((g = 0; g < gpus; g++)); do
+    # The GPU's namespace: its NIC (shaped uplink), and a management link to reach its server's
+    # Open MPI daemon. UCX 1.13 never binds its TCP sockets to a source address, so source
+    # routing cannot steer ranks that share a namespace onto their own NICs: each GPU gets one.
+    gns=$ns-g$g
+    add_ns "$gns"
+    rank=$((s * gpus + g))
+    port=p${s}n$g
+    ip -n "$switch" link add "$port" type veth peer name "nic$g" netns "$gns"
+    ip -n "$switch" link set "$port" master br0 up
+    ip -n "$gns" addr add "198.18.$s.$((g + 1))/16" dev "nic$g"
+    ip -n "$gns" link set "nic$g" up
+    ip -n "$gns" route replace 198.18.0.0/16 dev "nic$g" proto kernel scope link src "198.18.$s.$((g + 1))" rto_min 1s
+    ip -n "$switch" link add "r$rank" type veth peer name mgmt netns "$gns"
+    ip -n "$switch" link set "r$rank" master mbr up
+    ip -n "$gns" addr add "198.19.0.$((100 + rank))/24" dev mgmt
+    ip -n "$gns" link set mgmt up
+    shape "$gns" "nic$g"        # uplink: what this GPU sends
+    shape "$switch" "$port"     # downlink: what this GPU receives (incast queues here)
+  done
+  head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' |
+    sed -E 's/^(.{8})(.{4})(.{4})(.{4})(.{12}).*/\1-\2-\3-\4-\5\n/' >"$work/boot_id.$s"
+  echo "server$s slots=$gpus" >>"$hostfile"
+done
+
+# Open MPI starts one daemon per server through this agent (as ssh would): the daemon enters the
+# server's namespace with a private mount and UTS namespace holding the server's boot_id and
+# host name; the ranks it starts inherit them.
+agent=$work/agent.sh
+cat >"$agent" <<EOF
+#!/usr/bin/env bash
+set -euo pipefail
+host=\$1; shift
+s=\${host#server}
+exec ip netns exec $tag-s\$s unshare --mount --uts --propagation private -- /bin/sh -c \\
+  'mount --bind $work/boot_id.'\$s' /proc/sys/kernel/random/boot_id && hostname '\$host' && exec /bin/sh -c "\$0"' "\$*"
+EOF
+# Every rank uses its own NIC: Open MPI's TCP BTL and UCX are restricted to it.
+wrapper=$work/rank.sh
+cat >"$wrapper" <<EOF
+#!/bin/sh
+g=\${OMPI_COMM_WORLD_LOCAL_RANK:?}
+export OMPI_MCA_btl_tcp_if_include=nic\$g UCX_NET_DEVICES=nic\$g
+exec ip netns exec $tag-\$(hostname | sed 's/^server/s/')-g\$g "\$@"
+EOF
+chmod +x "$agent" "$wrapper"
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_plm_rsh_agent=$agent OMPI_MCA_plm_rsh_no_tree_spawn=1
+export OMPI_MCA_oob_tcp_if_include=198.19.0.0/24
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
+export OMPI_MCA_mpi_yield_when_idle=1
+export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp
+export UCX_TLS=sm,self,tcp
+export PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include=198.19.0.0/24
+# Avoid UCX's warnings about the unused transports of the namespaces (e.g. no IB devices).
+export UCX_WARN_UNUSED_ENV_VARS=n
+
+nic_gbit=$(awk -v r="$rate" 'BEGIN { printf "%.6g", r / 1000 }')
+echo "emulated_cluster.sh: $servers servers x $gpus GPUs, NICs tbf ${rate} Mbit/s burst $burst limit $limit," \
+  "namespaces $tag-*" >&2
+status=0
+ip netns exec "$switch" timeout -k 10 "$run_timeout" mpirun -q --hostfile "$hostfile" -np $((servers * gpus)) \
+  --map-by "ppr:$gpus:node" "$wrapper" "$perf" -g "$gpus" --nic-gbit "$nic_gbit" "${perf_args[@]}" &
+mpirun_pid=$!
+wait "$mpirun_pid" || status=$?
+mpirun_pid=
+
+if ((stats)); then
+  echo "# tc byte counters: NIC = uplink (sent by the rank), port = downlink (received by it)"
+  printf "# %-8s %-6s %14s %8s %14s %8s\n" server nic "NIC bytes" drops "port bytes" drops
+  for ((s = 0; s < servers; s++)); do
+    for ((g = 0; g < gpus; g++)); do
+      up=$(tc -n "$tag-s$s-g$g" -s qdisc show dev "nic$g" | awk '/Sent/ { print $2, $7; exit }' | tr -d ',')
+      down=$(tc -n "$switch" -s qdisc show dev "p${s}n$g" | awk '/Sent/ { print $2, $7; exit }' | tr -d ',')
+      printf "  %-8s %-6s %14s %8s %14s %8s\n" "server$s" "nic$g" $up $down
+    done
+  done
+fi
+exit "$status"
