@@ -13,6 +13,7 @@
 #include "matrix_io.hpp"
 #include "plan.hpp"
 #include "planner.hpp"
+#include "simulation.hpp"
 #include "topology.hpp"
 #include "traffic.hpp"
 #include "verify.hpp"
