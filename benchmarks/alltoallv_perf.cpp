@@ -61,6 +61,7 @@ struct options {
     double alpha_up_us = 50;
     double alpha_out_us = 500;
     double timeout_s = 120;
+    std::string flow = "rendezvous";
     std::string csv;
     bool summary_only = false;
 };
@@ -491,6 +492,7 @@ int run(const options& o, int me, int size) {
     cfg.alpha_up_us = topo.alpha_up_us;
     cfg.alpha_out_us = topo.alpha_out_us;
     cfg.timeout = std::chrono::milliseconds(static_cast<long long>(o.timeout_s * 1e3));
+    cfg.flow = o.flow == "credits" ? fast::exec::flow_control::credits : fast::exec::flow_control::rendezvous;
     executors ex;
     for (const sched s : scheds) {
         if (s == sched::mpi) continue;
@@ -505,10 +507,10 @@ int run(const options& o, int me, int size) {
     std::FILE* csv = nullptr;
     if (me == 0) {
         std::printf("# alltoallv_perf: %d ranks = %d servers x %d GPUs, NIC %.4g Gbit/s, warm-up %d, iterations %d\n"
-                    "# planner fabric: scale-up %.3g GB/s%s, scale-out %.6g GB/s, alpha_up %g us, alpha_out %g us\n"
+                    "# planner fabric: scale-up %.3g GB/s%s, scale-out %.6g GB/s, alpha_up %g us, alpha_out %g us; executor flow control: %s\n"
                     "# time: median of the slowest rank's time per call; algbw = size / time; size = bytes per GPU\n",
                     size, topo.servers, g, o.nic_gbit, o.warmup, o.iters, up, o.scale_up_gbps ? "" : " (measured memcpy share)",
-                    topo.scale_out_gbps, topo.alpha_up_us, topo.alpha_out_us);
+                    topo.scale_out_gbps, topo.alpha_up_us, topo.alpha_out_us, o.flow.c_str());
         print_header();
         if (!o.csv.empty()) {
             csv = std::fopen(o.csv.c_str(), "w");
@@ -603,6 +605,9 @@ int main(int argc, char** argv) {
                    "planner's scale-up bandwidth per GPU in GB/s (default: memcpy rate x cores / ranks on this host)");
     app.add_option("--alpha-up-us", o.alpha_up_us, "planner's per-step scale-up latency, us")->capture_default_str();
     app.add_option("--alpha-out-us", o.alpha_out_us, "planner's per-step scale-out latency, us")->capture_default_str();
+    app.add_option("--flow", o.flow, "the executor's flow control: rendezvous (UCX's protocols) or credits (docs/executor.md)")
+        ->check(CLI::IsMember({"rendezvous", "credits"}))
+        ->capture_default_str();
     app.add_option("--timeout", o.timeout_s, "executor: bound of every wait, seconds")->capture_default_str()->check(CLI::Range(0.001, 1e6));
     app.add_option("--csv", o.csv, "also write one line per row to FILE (rank 0)");
     app.add_flag("--summary-only", o.summary_only, "print only the summary rows of multi-matrix workloads (CSV keeps all)");

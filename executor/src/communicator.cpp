@@ -46,7 +46,7 @@ struct hello {
     std::int32_t scheduler;
     std::int32_t memory;
     std::int32_t iov;
-    std::int32_t reserved;
+    std::int32_t flow;
     double fabric[4]; // scale_up_gbps, scale_out_gbps, alpha_up_us, alpha_out_us
     std::uint64_t address_bytes;
     char host[320];
@@ -161,6 +161,9 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
     } else if (std::string why = fabric_error(cfg); !why.empty()) {
         local = errc::invalid_argument;
         text = why;
+    } else if (cfg.flow != exec::flow_control::rendezvous && cfg.flow != exec::flow_control::credits) {
+        local = errc::invalid_argument;
+        text = "config.flow is not a known flow control";
     } else if (cfg.scheduler != exec::scheduler::fast && cfg.scheduler != exec::scheduler::direct) {
         local = errc::invalid_argument;
         text = "config.scheduler is not a known scheduler";
@@ -180,7 +183,7 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
         }
     }
     if (local == errc::ok) {
-        text = worker_.init(rank_, size_, memory_type);
+        text = worker_.init(rank_, size_, memory_type, cfg.flow == exec::flow_control::credits);
         if (!text.empty()) local = text.find("does not support") != std::string::npos ? errc::unsupported : errc::transport;
     }
     if (local == errc::ok) {
@@ -198,6 +201,7 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
     mine.scheduler = static_cast<std::int32_t>(cfg.scheduler);
     mine.memory = static_cast<std::int32_t>(cfg.memory);
     mine.iov = cfg.iov ? 1 : 0;
+    mine.flow = static_cast<std::int32_t>(cfg.flow);
     const double fabric[4] = {cfg.scale_up_gbps, cfg.scale_out_gbps, cfg.alpha_up_us, cfg.alpha_out_us};
     std::copy(std::begin(fabric), std::end(fabric), std::begin(mine.fabric));
     mine.address_bytes = address.size();
@@ -234,6 +238,10 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
         if (h.scheduler != h0.scheduler) return differs("scheduler", sched(h.scheduler), sched(h0.scheduler));
         if (h.memory != h0.memory) return differs("memory", mem(h.memory), mem(h0.memory));
         if (h.iov != h0.iov) return differs("iov", h.iov ? "true" : "false", h0.iov ? "true" : "false");
+        if (h.flow != h0.flow) {
+            auto flow = [](std::int32_t v) { return std::string(to_string(static_cast<exec::flow_control>(v))); };
+            return differs("flow", flow(h.flow), flow(h0.flow));
+        }
         for (int f = 0; f < 4; ++f)
             if (h.fabric[f] != h0.fabric[f])
                 return differs(fabric_fields[f], std::to_string(h.fabric[f]), std::to_string(h0.fabric[f]));
@@ -277,7 +285,7 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
     fast::plan_options options;
     options.scheduler = cfg.scheduler == exec::scheduler::direct ? fast::scheduler::direct : fast::scheduler::fast;
     planner_ = std::make_unique<fast::planner>(topo_, options);
-    op_ = std::make_unique<operation>(worker_, *memory_, cfg_.timeout, rank_);
+    op_ = std::make_unique<operation>(worker_, *memory_, cfg_.timeout, rank_, credits());
     capacity_of_.assign(static_cast<std::size_t>(size_), 0);
     const auto ur = static_cast<std::size_t>(size_);
     sendcounts_of_.resize(ur * ur);
@@ -324,7 +332,7 @@ status communicator_impl::exchange(control kind, std::uint64_t seq, const void* 
         op_slot& s = b.slots[static_cast<std::size_t>(r)];
         s.block = &b;
         const ucs_status_t st = worker_.recv(out.data() + static_cast<std::size_t>(r) * bytes, bytes, false,
-                                             make_control_tag(kind, seq, r), s);
+                                             make_control_tag(kind, seq, r), s, true);
         if (st == UCS_INPROGRESS) ++expected;
         else if (st != UCS_OK) error = "receiving from rank " + std::to_string(r) + ": " + ucx_error(st);
     }
@@ -332,7 +340,7 @@ status communicator_impl::exchange(control kind, std::uint64_t seq, const void* 
         if (r == rank_) continue;
         op_slot& s = b.slots[ur + static_cast<std::size_t>(r)];
         s.block = &b;
-        const ucs_status_t st = worker_.send(r, mine, bytes, false, make_control_tag(kind, seq, rank_), s);
+        const ucs_status_t st = worker_.send(r, mine, bytes, false, make_control_tag(kind, seq, rank_), s, true);
         if (st == UCS_INPROGRESS) ++expected;
         else if (st != UCS_OK) {
             code = worker_.peer(r).error != UCS_OK ? errc::peer_failure : errc::transport;
@@ -836,7 +844,8 @@ status communicator::alltoallv_init(const void* send, std::span<const std::size_
         r->comm = impl_;
         r->send = send;
         r->recv = recv;
-        r->op = std::make_unique<detail::operation>(impl_->transport(), impl_->memory(), impl_->timeout(), impl_->rank());
+        r->op = std::make_unique<detail::operation>(impl_->transport(), impl_->memory(), impl_->timeout(), impl_->rank(),
+                                                    impl_->credits());
         request.impl_ = std::move(r);
         return {};
     } catch (const std::bad_alloc&) {

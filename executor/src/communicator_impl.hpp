@@ -58,6 +58,7 @@ public:
     [[nodiscard]] worker& transport() noexcept { return worker_; }
     [[nodiscard]] memory_backend& memory() noexcept { return *memory_; }
     [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return cfg_.timeout; }
+    [[nodiscard]] bool credits() const noexcept { return cfg_.flow == exec::flow_control::credits; }
     [[nodiscard]] void* scratch() const noexcept { return scratch_; }
     [[nodiscard]] std::uint64_t scratch_capacity() const noexcept { return scratch_capacity_; }
 

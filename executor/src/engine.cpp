@@ -57,7 +57,26 @@ status operation::post_step() noexcept {
     try {
         const std::size_t first = prog_->step_offsets[step_];
         const std::size_t n = prog_->step_offsets[step_ + 1] - first;
-        block_.slots.assign(n, op_slot{});
+        ops_in_step_ = n;
+        credit_out_peer_.clear();
+        credit_in_peer_.clear();
+        if (credits_) {
+            for (std::size_t k = 0; k < n; ++k) {
+                const op& o = prog_->ops[first + k];
+                if (!paced(o)) continue;
+                if (o.kind == op_kind::recv) credit_out_peer_.push_back(o.peer);
+                if (o.kind == op_kind::send) credit_in_peer_.push_back(o.peer);
+            }
+            for (std::vector<int>* v : {&credit_out_peer_, &credit_in_peer_}) {
+                std::sort(v->begin(), v->end());
+                v->erase(std::unique(v->begin(), v->end()), v->end());
+            }
+        }
+        credit_out_.assign(credit_out_peer_.size(), prog_->ops[first].step);
+        credit_in_.assign(credit_in_peer_.size(), 0);
+        credit_taken_.assign(credit_in_peer_.size(), 0);
+        credits_missing_ = credit_in_peer_.size();
+        block_.slots.assign(n + credit_out_peer_.size() + credit_in_peer_.size(), op_slot{});
         block_.completed = 0;
         expected_ = 0;
         seen_errors_ = worker_.error_events();
@@ -88,34 +107,97 @@ status operation::post_step() noexcept {
                 s.length = o.bytes;
                 continue;
             }
-            void* buffer = nullptr;
-            std::size_t count = 0;
-            const bool iov = o.count > 1;
-            if (iov) {
-                buffer = &iov_[o.first];
-                count = o.count;
-            } else {
-                buffer = iov_[o.first].buffer;
-                count = iov_[o.first].length;
-            }
-            const std::uint64_t tag = make_tag(seq_, o.tag);
-            const ucs_status_t st = o.kind == op_kind::send
-                                        ? worker_.send(o.peer, buffer, count, iov, tag, s)
-                                        : worker_.recv(buffer, count, iov, tag, s);
+            if (o.kind == op_kind::send && paced(o)) continue; // posted when the credit is in
+            if (status st = post_message(o, s); !st.ok()) return st;
+        }
+        // Credits: receives for the peers' credits first (one may be waiting already), then ours.
+        for (std::size_t k = 0; k < credit_in_peer_.size(); ++k) {
+            op_slot& s = block_.slots[n + credit_out_peer_.size() + k];
+            s.block = &block_;
+            const ucs_status_t st = worker_.recv(&credit_in_[k], sizeof(std::uint64_t), false,
+                                                 make_control_tag(control::credit, seq_, credit_in_peer_[k]), s, true);
+            if (st == UCS_INPROGRESS) ++expected_;
+            else if (st != UCS_OK) return fail(errc::transport, "receiving the credit of rank " + std::to_string(credit_in_peer_[k]) + " failed: " + ucx_error(st));
+        }
+        for (std::size_t k = 0; k < credit_out_peer_.size(); ++k) {
+            op_slot& s = block_.slots[n + k];
+            s.block = &block_;
+            const int peer = credit_out_peer_[k];
+            const ucs_status_t st = worker_.send(peer, &credit_out_[k], sizeof(std::uint64_t), false,
+                                                 make_control_tag(control::credit, seq_, rank_), s, true);
             if (st == UCS_INPROGRESS) {
                 ++expected_;
             } else if (st != UCS_OK) {
-                if (worker_.peer(o.peer).error != UCS_OK)
-                    return fail(errc::peer_failure, "rank " + std::to_string(o.peer) + " failed (" +
-                                                        ucx_error(worker_.peer(o.peer).error) + "); " + describe(o) +
-                                                        " impossible");
-                return fail(errc::transport, describe(o) + " failed: " + ucx_error(st));
+                if (worker_.peer(peer).error != UCS_OK)
+                    return fail(errc::peer_failure, "rank " + std::to_string(peer) + " failed (" +
+                                                        ucx_error(worker_.peer(peer).error) + "); sending its credit impossible");
+                return fail(errc::transport, "sending the credit to rank " + std::to_string(peer) + " failed: " + ucx_error(st));
             }
         }
-        return {};
+        return take_credits();
     } catch (...) {
         return fail(errc::out_of_memory, "out of host memory posting a step");
     }
+}
+
+status operation::post_message(const op& o, op_slot& s) noexcept {
+    void* buffer = nullptr;
+    std::size_t count = 0;
+    const bool iov = o.count > 1;
+    if (iov) {
+        buffer = &iov_[o.first];
+        count = o.count;
+    } else {
+        buffer = iov_[o.first].buffer;
+        count = iov_[o.first].length;
+    }
+    const std::uint64_t tag = make_tag(seq_, o.tag);
+    const ucs_status_t st = o.kind == op_kind::send ? worker_.send(o.peer, buffer, count, iov, tag, s)
+                                                    : worker_.recv(buffer, count, iov, tag, s);
+    if (st == UCS_INPROGRESS) {
+        ++expected_;
+    } else if (st != UCS_OK) {
+        if (worker_.peer(o.peer).error != UCS_OK)
+            return fail(errc::peer_failure, "rank " + std::to_string(o.peer) + " failed (" +
+                                                ucx_error(worker_.peer(o.peer).error) + "); " + describe(o) + " impossible");
+        return fail(errc::transport, describe(o) + " failed: " + ucx_error(st));
+    }
+    return {};
+}
+
+// Posts the sends to every peer whose credit for this step has arrived.
+status operation::take_credits() noexcept {
+    if (credits_missing_ == 0) return {};
+    const std::size_t first = prog_->step_offsets[step_];
+    const std::size_t base = ops_in_step_ + credit_out_peer_.size();
+    for (std::size_t k = 0; k < credit_in_peer_.size(); ++k) {
+        const op_slot& c = block_.slots[base + k];
+        if (credit_taken_[k] || !c.done) continue;
+        const int peer = credit_in_peer_[k];
+        if (c.status != UCS_OK) {
+            if (worker_.peer(peer).error != UCS_OK)
+                return fail(errc::peer_failure, "rank " + std::to_string(peer) + " failed (" +
+                                                    ucx_error(worker_.peer(peer).error) + ") before sending its credit");
+            return fail(errc::transport, "receiving the credit of rank " + std::to_string(peer) + " failed: " + ucx_error(c.status));
+        }
+        if (credit_in_[k] != prog_->ops[first].step) // credits of one peer arrive in step order
+            return fail(errc::internal, "rank " + std::to_string(peer) + " sent a credit for step " +
+                                            std::to_string(credit_in_[k] + 1) + " in step " +
+                                            std::to_string(prog_->ops[first].step + 1));
+        credit_taken_[k] = 1;
+        --credits_missing_;
+        for (std::size_t j = 0; j < ops_in_step_; ++j) {
+            const op& o = prog_->ops[first + j];
+            if (o.kind == op_kind::send && o.peer == peer && paced(o))
+                if (status st = post_message(o, block_.slots[j]); !st.ok()) return st;
+        }
+    }
+    return {};
+}
+
+// The op behind a slot of the current step, or nullptr for a credit slot.
+const op* operation::op_of(std::size_t slot) const noexcept {
+    return slot < ops_in_step_ ? &prog_->ops[prog_->step_offsets[step_] + slot] : nullptr;
 }
 
 status operation::post_flush() noexcept {
@@ -136,20 +218,32 @@ status operation::post_flush() noexcept {
 }
 
 status operation::step_outcome() noexcept {
-    const std::size_t first = prog_->step_offsets[step_];
     for (std::size_t k = 0; k < block_.slots.size(); ++k) {
         const op_slot& s = block_.slots[k];
-        const op& o = prog_->ops[first + k];
+        const int peer = peer_of(k);
         if (s.status != UCS_OK) {
-            if (o.peer != rank_ && worker_.peer(o.peer).error != UCS_OK)
-                return fail(errc::peer_failure, "rank " + std::to_string(o.peer) + " failed (" +
-                                                    ucx_error(worker_.peer(o.peer).error) + ") during " + describe(o));
-            return fail(errc::transport, describe(o) + " failed: " + ucx_error(s.status));
+            if (peer != rank_ && worker_.peer(peer).error != UCS_OK)
+                return fail(errc::peer_failure, "rank " + std::to_string(peer) + " failed (" +
+                                                    ucx_error(worker_.peer(peer).error) + ") during " + describe_slot(k));
+            return fail(errc::transport, describe_slot(k) + " failed: " + ucx_error(s.status));
         }
-        if (o.kind == op_kind::recv && s.length != o.bytes)
-            return fail(errc::internal, describe(o) + " received " + std::to_string(s.length) + " bytes");
+        if (const op* o = op_of(k); o != nullptr && o->kind == op_kind::recv && s.length != o->bytes)
+            return fail(errc::internal, describe(*o) + " received " + std::to_string(s.length) + " bytes");
     }
     return {};
+}
+
+int operation::peer_of(std::size_t slot) const noexcept {
+    if (const op* o = op_of(slot)) return o->peer;
+    const std::size_t k = slot - ops_in_step_;
+    return k < credit_out_peer_.size() ? credit_out_peer_[k] : credit_in_peer_[k - credit_out_peer_.size()];
+}
+
+std::string operation::describe_slot(std::size_t slot) const {
+    if (const op* o = op_of(slot)) return describe(*o);
+    const std::size_t k = slot - ops_in_step_;
+    return k < credit_out_peer_.size() ? "the credit to rank " + std::to_string(credit_out_peer_[k])
+                                       : "the credit from rank " + std::to_string(credit_in_peer_[k - credit_out_peer_.size()]);
 }
 
 status operation::advance(bool& done) noexcept {
@@ -157,16 +251,17 @@ status operation::advance(bool& done) noexcept {
     if (worker_.aborted() && (phase_ == phase::steps || phase_ == phase::flush)) return fail_aborted();
     for (;;) {
         if (phase_ == phase::steps) {
-            if (block_.completed < expected_) {
+            if (status st = take_credits(); !st.ok()) return st;
+            if (block_.completed < expected_ || credits_missing_ > 0) {
                 if (worker_.error_events() != seen_errors_) { // a peer failed: does this step need it?
                     seen_errors_ = worker_.error_events();
-                    const std::size_t first = prog_->step_offsets[step_];
                     for (std::size_t k = 0; k < block_.slots.size(); ++k) {
-                        const op& o = prog_->ops[first + k];
-                        if (!block_.slots[k].done && o.peer != rank_ && worker_.peer(o.peer).error != UCS_OK)
-                            return fail(errc::peer_failure,
-                                        "rank " + std::to_string(o.peer) + " failed (" +
-                                            ucx_error(worker_.peer(o.peer).error) + ") during " + describe(o));
+                        const int peer = peer_of(k);
+                        const bool waiting = !block_.slots[k].done || (k >= ops_in_step_ && credits_missing_ > 0);
+                        if (waiting && peer != rank_ && worker_.peer(peer).error != UCS_OK)
+                            return fail(errc::peer_failure, "rank " + std::to_string(peer) + " failed (" +
+                                                                ucx_error(worker_.peer(peer).error) + ") during " +
+                                                                describe_slot(k));
                     }
                 }
                 return {};
@@ -227,14 +322,18 @@ std::string operation::pending_summary() const {
         std::size_t open = 0;
         std::string list;
         const std::size_t first = prog_->step_offsets[step_];
-        for (std::size_t k = 0; k < block_.slots.size(); ++k)
-            if (!block_.slots[k].done) {
-                if (++open <= 3) list += (open > 1 ? "; " : "") + describe(prog_->ops[first + k]);
-            }
+        for (std::size_t k = 0; k < block_.slots.size(); ++k) {
+            // A send still waiting for its credit is open too (its slot was never posted).
+            bool waiting = !block_.slots[k].done;
+            if (const op* o = op_of(k); o != nullptr && o->kind == op_kind::send && paced(*o))
+                for (std::size_t j = 0; j < credit_in_peer_.size(); ++j)
+                    waiting = waiting || (credit_in_peer_[j] == o->peer && !credit_taken_[j]);
+            if (waiting && ++open <= 3) list += (open > 1 ? "; " : "") + describe_slot(k);
+        }
         if (open == 0 && copies_pending_) list = "local device copies";
         return "step " + std::to_string(prog_->ops[first].step + 1) + " of " +
                std::to_string(prog_->plan_steps) + " did not complete within " + ms + " ms; waiting for " +
-               std::to_string(open) + " of " + std::to_string(block_.slots.size()) + " transfers: " + list +
+               std::to_string(open) + " of " + std::to_string(block_.slots.size()) + " messages: " + list +
                (open > 3 ? "; ..." : "");
     } catch (...) {
         return "(out of memory describing the pending transfers)";
@@ -282,12 +381,15 @@ status operation::cancel(status reason) noexcept {
     // requests, and a failed peer never answers them; those are abandoned (no callback any more).
     std::vector<op_slot> closing;
     try {
-        const std::size_t first = prog_->step_offsets[step_];
-        for (std::size_t k = 0; k < block_.slots.size(); ++k)
-            if (!block_.slots[k].done && prog_->ops[first + k].kind == op_kind::recv) worker_.cancel(block_.slots[k]);
+        const std::size_t credit_recvs = ops_in_step_ + credit_out_peer_.size();
+        for (std::size_t k = 0; k < block_.slots.size(); ++k) {
+            const op* o = op_of(k);
+            const bool receive = o != nullptr ? o->kind == op_kind::recv : k >= credit_recvs;
+            if (!block_.slots[k].done && receive) worker_.cancel(block_.slots[k]);
+        }
         std::vector<int> close;
         for (std::size_t k = 0; k < block_.slots.size(); ++k)
-            if (!block_.slots[k].done) close.push_back(prog_->ops[first + k].peer);
+            if (!block_.slots[k].done) close.push_back(peer_of(k));
         std::sort(close.begin(), close.end());
         close.erase(std::unique(close.begin(), close.end()), close.end());
         closing.resize(close.size());

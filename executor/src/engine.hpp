@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <fast/exec/status.hpp>
@@ -13,6 +14,9 @@
 #include "worker.hpp"
 
 namespace fast::exec::detail {
+
+/// Under credit flow control, the smallest message that waits for its receiver's credit.
+inline constexpr std::uint64_t credit_min_bytes = 64 * 1024;
 
 /// The base addresses of the three buffers of the plan contract.
 struct bases {
@@ -28,8 +32,9 @@ struct bases {
 /// call returns (the caller may then block, e.g. in MPI, without progressing UCX).
 class operation {
 public:
-    operation(worker& w, memory_backend& mem, std::chrono::milliseconds timeout, int rank) noexcept
-        : worker_(w), mem_(mem), timeout_(timeout), rank_(rank) {}
+    /// `credits`: the credit flow control of config.hpp (else UCX's rendezvous paces senders).
+    operation(worker& w, memory_backend& mem, std::chrono::milliseconds timeout, int rank, bool credits) noexcept
+        : worker_(w), mem_(mem), timeout_(timeout), rank_(rank), credits_(credits) {}
     ~operation();
     operation(const operation&) = delete;
     operation& operator=(const operation&) = delete;
@@ -52,6 +57,17 @@ private:
     enum class phase { idle, steps, flush, done };
 
     status post_step() noexcept;
+    status post_message(const op& o, op_slot& s) noexcept;
+    status take_credits() noexcept;
+    [[nodiscard]] const op* op_of(std::size_t slot) const noexcept;
+    /// Whether message `o` waits for a credit: under credit flow control, messages between
+    /// ranks of at least credit_min_bytes (both ends see the same sizes, so they agree). A
+    /// smaller one goes at once: it costs less than the credit's round trip.
+    [[nodiscard]] bool paced(const op& o) const noexcept {
+        return credits_ && o.kind != op_kind::copy && o.peer != rank_ && o.bytes >= credit_min_bytes;
+    }
+    [[nodiscard]] int peer_of(std::size_t slot) const noexcept;
+    [[nodiscard]] std::string describe_slot(std::size_t slot) const;
     status post_flush() noexcept;
     status advance(bool& done) noexcept;
     status step_outcome() noexcept;
@@ -63,6 +79,7 @@ private:
     memory_backend& mem_;
     std::chrono::milliseconds timeout_;
     int rank_ = 0;
+    bool credits_ = false;
 
     const program* prog_ = nullptr;
     std::uint64_t seq_ = 0;
@@ -73,7 +90,15 @@ private:
     std::size_t expected_ = 0; ///< callbacks this step (or flush) is waiting for
     std::size_t seen_errors_ = 0; ///< the worker's endpoint error count when last checked
     std::chrono::steady_clock::time_point deadline_{};
-    slot_block block_;                 ///< the current step's slots (one per op), or the flush's
+    slot_block block_;                 ///< the current step's slots (one per op, then credits), or the flush's
+    // Credit flow control, per step: slots [ops, ops + credit_out_.size()) send this rank's
+    // credits to the ranks it receives from; the next credit_in_.size() slots receive the
+    // credits of the ranks it sends to, whose sends wait until theirs is in.
+    std::size_t ops_in_step_ = 0;
+    std::vector<int> credit_out_peer_, credit_in_peer_;
+    std::vector<std::uint64_t> credit_out_, credit_in_;
+    std::vector<char> credit_taken_;
+    std::size_t credits_missing_ = 0;
     std::vector<ucp_dt_iov_t> iov_;    ///< the program's segments, resolved to addresses
 };
 

@@ -49,7 +49,7 @@ inline constexpr int tag_seq_shift = tag_piece_bits + tag_transfer_bits; // 48
 inline constexpr std::uint64_t tag_seq_mask = (std::uint64_t{1} << 15) - 1;
 inline constexpr std::uint64_t tag_control = std::uint64_t{1} << 63;
 
-enum class control : std::uint64_t { hello = 1, ready = 2, counts = 3, scratch = 4, abort = 5 };
+enum class control : std::uint64_t { hello = 1, ready = 2, counts = 3, scratch = 4, abort = 5, credit = 6 };
 
 [[nodiscard]] constexpr std::uint64_t make_tag(std::uint64_t seq, std::uint64_t low) noexcept {
     return ((seq & tag_seq_mask) << tag_seq_shift) | low;

@@ -56,12 +56,16 @@ void prepare(op_slot& s) noexcept {
 
 } // namespace
 
-std::string worker::init(int rank, int size, ucs_memory_type_t memory_type) {
+std::string worker::init(int rank, int size, ucs_memory_type_t memory_type, bool eager) {
     rank_ = rank;
     memory_type_ = memory_type;
     ucp_config_t* config = nullptr;
     ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
     if (s != UCS_OK) return "ucp_config_read failed: " + ucx_error(s);
+    if (eager && (s = ucp_config_modify(config, "RNDV_THRESH", "inf")) != UCS_OK) {
+        ucp_config_release(config);
+        return "ucp_config_modify(RNDV_THRESH=inf) failed: " + ucx_error(s);
+    }
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                         UCP_PARAM_FIELD_ESTIMATED_NUM_EPS | UCP_PARAM_FIELD_NAME;
@@ -153,7 +157,7 @@ std::string worker::connect(const std::vector<const unsigned char*>& addresses,
 }
 
 ucs_status_t worker::send(int peer, const void* buffer, std::size_t count, bool iov,
-                          std::uint64_t tag, op_slot& slot) noexcept {
+                          std::uint64_t tag, op_slot& slot, bool host) noexcept {
     prepare(slot);
     peer_state& p = peers_[static_cast<std::size_t>(peer)];
     if (p.ep == nullptr || p.error != UCS_OK) {
@@ -167,12 +171,12 @@ ucs_status_t worker::send(int peer, const void* buffer, std::size_t count, bool 
     param.cb.send = &on_send;
     param.user_data = &slot;
     param.datatype = iov ? ucp_dt_make_iov() : ucp_dt_make_contig(1);
-    param.memory_type = memory_type_;
+    param.memory_type = host ? UCS_MEMORY_TYPE_HOST : memory_type_;
     return track(ucp_tag_send_nbx(p.ep, buffer, count, tag, &param), slot);
 }
 
 ucs_status_t worker::recv(void* buffer, std::size_t count, bool iov, std::uint64_t tag,
-                          op_slot& slot) noexcept {
+                          op_slot& slot, bool host) noexcept {
     prepare(slot);
     // No immediate completion: UCX 1.13 leaves recv_info's length at 0 when a receive completes
     // inside ucp_tag_recv_nbx, and the length is checked; the callback always reports it.
@@ -183,7 +187,7 @@ ucs_status_t worker::recv(void* buffer, std::size_t count, bool iov, std::uint64
     param.cb.recv = &on_recv;
     param.user_data = &slot;
     param.datatype = iov ? ucp_dt_make_iov() : ucp_dt_make_contig(1);
-    param.memory_type = memory_type_;
+    param.memory_type = host ? UCS_MEMORY_TYPE_HOST : memory_type_;
     return track(ucp_tag_recv_nbx(worker_, buffer, count, tag, ~std::uint64_t{0}, &param), slot);
 }
 

@@ -45,9 +45,10 @@ public:
     worker(const worker&) = delete;
     worker& operator=(const worker&) = delete;
 
-    /// Creates the UCX context and worker; `memory_type` must be among UCX's memory types.
-    /// Returns "" or what failed.
-    [[nodiscard]] std::string init(int rank, int size, ucs_memory_type_t memory_type);
+    /// Creates the UCX context and worker; `memory_type` must be among UCX's memory types;
+    /// `eager`: every message size goes by UCX's eager protocol (RNDV_THRESH=inf; the credit
+    /// flow control paces the senders instead). Returns "" or what failed.
+    [[nodiscard]] std::string init(int rank, int size, ucs_memory_type_t memory_type, bool eager);
     [[nodiscard]] std::string address(std::vector<unsigned char>& out);
     /// An endpoint to every other rank; `addresses[r]` is rank r's worker address. Endpoints ask
     /// for peer error handling (UCP_ERR_HANDLING_MODE_PEER). UCX 1.13's shared-memory transports
@@ -65,11 +66,12 @@ public:
     [[nodiscard]] std::size_t error_events() const noexcept { return error_events_; }
 
     /// Posting: UCS_OK (completed at once, slot done), UCS_INPROGRESS (slot completes later) or
-    /// an error (slot done with it). `count` is bytes (contiguous) or iov entries.
+    /// an error (slot done with it). `count` is bytes (contiguous) or iov entries. Buffers are of
+    /// the communicator's memory type, or host memory with `host` (control messages).
     ucs_status_t send(int peer, const void* buffer, std::size_t count, bool iov, std::uint64_t tag,
-                      op_slot& slot) noexcept;
+                      op_slot& slot, bool host = false) noexcept;
     ucs_status_t recv(void* buffer, std::size_t count, bool iov, std::uint64_t tag,
-                      op_slot& slot) noexcept;
+                      op_slot& slot, bool host = false) noexcept;
     ucs_status_t flush(int peer, op_slot& slot) noexcept;
     /// Flushes every endpoint of the worker.
     ucs_status_t flush_all(op_slot& slot) noexcept;

@@ -9,6 +9,7 @@
 //                                              bad configurations: same error on every rank
 //   exec_mpi_test kill --out DIR [--mode M]    a rank dies mid-call; survivors report an error
 //   exec_mpi_test megatron --file F [...]      real Megatron-LM MoE matrices
+// Every scenario takes --flow rendezvous|credits (config.flow; rendezvous by default).
 // Every rank checks its own results; the ranks agree on the outcome, rank 0 prints it, and the
 // exit status is 0 only if every rank passed.
 
@@ -53,6 +54,7 @@ constexpr bool under_asan = false;
 int rank_ = 0;
 int size_ = 1;
 int failures_ = 0;
+flow_control flow_ = flow_control::rendezvous; // --flow
 
 void fail(const std::string& what) {
     ++failures_;
@@ -76,6 +78,7 @@ config make_config(int gpus_per_server, scheduler s = scheduler::fast, bool iov 
     c.gpus_per_server = gpus_per_server;
     c.scheduler = s;
     c.iov = iov;
+    c.flow = flow_;
     c.timeout = std::chrono::milliseconds(30000);
     return c;
 }
@@ -585,6 +588,9 @@ int main(int argc, char** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     const std::string scenario = argc > 1 ? argv[1] : "patterns";
+    const std::string flow = option(argc, argv, "--flow", "rendezvous");
+    if (flow == "credits") flow_ = flow_control::credits;
+    else if (flow != "rendezvous") fail("unknown --flow " + flow);
     if (scenario == "kill") return kill_test(argc, argv);
     if (scenario == "patterns") patterns(argc, argv);
     else if (scenario == "repeat") repeat(argc, argv);

@@ -4,12 +4,12 @@
 # as one rank exits without MPI_Finalize, and the survivors could report nothing), so its exit
 # status says nothing; the ranks write their verdicts to files, checked here. The test fails if
 # any survivor's call succeeded, took too long or hung (the hard timeout), or wrote no verdict.
-#   kill_test.sh MPIRUN_SH PROGRAM TLS MODE RANKS
+#   kill_test.sh MPIRUN_SH PROGRAM TLS MODE RANKS [FLOW]
 set -uo pipefail
-mpirun_sh=$1 program=$2 tls=$3 mode=$4 ranks=$5
+mpirun_sh=$1 program=$2 tls=$3 mode=$4 ranks=$5 flow=${6:-rendezvous}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-"$mpirun_sh" --recovery --tls "$tls" --timeout 90 -np "$ranks" "$program" kill --out "$out" --mode "$mode" --victim 1
+"$mpirun_sh" --recovery --tls "$tls" --timeout 90 -np "$ranks" "$program" kill --out "$out" --mode "$mode" --victim 1 --flow "$flow"
 status=0
 [[ -f "$out/victim" ]] || { echo "the victim never reached the call"; status=1; }
 for ((r = 0; r < ranks; ++r)); do

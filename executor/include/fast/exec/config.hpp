@@ -13,6 +13,20 @@ enum class scheduler {
     direct, ///< every transfer posted at once, like NCCL's or MPI's alltoallv (the baseline)
 };
 
+/// How a receiver paces the messages sent to it, step by step. Either way a sender's bytes for
+/// step k move only once the receiver has reached step k (no incast in time, no scratch
+/// overwritten while it is read).
+enum class flow_control {
+    /// UCX's own protocols: large messages go by rendezvous, whose reply from the receiver starts
+    /// the data. Over TCP that reply can wait behind the receiver's own outgoing data to the same
+    /// peer (a pairwise exchange then runs one direction after the other).
+    rendezvous,
+    /// Explicit credits: having posted a step's receives, a rank sends each of that step's
+    /// senders an 8-byte credit; a sender sends its data eagerly once the credit is in (the
+    /// executor's UCX context runs with RNDV_THRESH=inf). One small message per peer and step.
+    credits,
+};
+
 /// Where the user's buffers (and the executor's scratch) live.
 enum class memory {
     host, ///< ordinary host memory
@@ -22,6 +36,10 @@ enum class memory {
 
 [[nodiscard]] constexpr std::string_view to_string(scheduler s) noexcept {
     return s == scheduler::fast ? "fast" : "direct";
+}
+
+[[nodiscard]] constexpr std::string_view to_string(flow_control f) noexcept {
+    return f == flow_control::rendezvous ? "rendezvous" : "credits";
 }
 
 [[nodiscard]] constexpr std::string_view to_string(memory m) noexcept {
@@ -37,6 +55,7 @@ struct config {
     int gpus_per_server = 0;
     exec::scheduler scheduler = exec::scheduler::fast;
     exec::memory memory = exec::memory::host;
+    exec::flow_control flow = exec::flow_control::rendezvous;
     /// Bound of every wait: each step's transfers, the end-of-call flush, cancellation, and (with
     /// <fast/exec/mpi.hpp>) each allgather. Must be positive.
     std::chrono::milliseconds timeout{60'000};
