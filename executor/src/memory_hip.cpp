@@ -1,109 +1,40 @@
-// HIP device memory: scratch from hipMalloc, self-copies with hipMemcpyAsync on the
-// executor's own stream, polled with hipStreamQuery (the executor never blocks on the GPU).
-// Built only with -Dhip=enabled; host code only (no kernels), so the C++ compiler builds it with the HIP headers.
+// HIP device memory (memory_device.hpp over the HIP runtime). Built only with -Dhip=enabled; host
+// code only (no kernels), so the C++ compiler builds it with the HIP headers.
 
 #include <hip/hip_runtime_api.h>
 
-#include <new>
-
-#include "memory.hpp"
+#include "memory_device.hpp"
 
 namespace fast::exec::detail {
 
 namespace {
 
-std::string hip_error(const char* what, hipError_t e) {
-    return std::string(what) + " failed: " + hipGetErrorName(e) + " (" + hipGetErrorString(e) + ")";
-}
-
-class hip_backend final : public memory_backend {
-public:
-    hip_backend(int device, hipStream_t stream) noexcept : device_(device), stream_(stream) {}
-    ~hip_backend() override {
-        if (stream_ != nullptr) {
-            (void)hipStreamSynchronize(stream_);
-            (void)hipStreamDestroy(stream_);
-        }
+struct hip_api {
+    using error_t = hipError_t;
+    using stream_t = hipStream_t;
+    static constexpr error_t success = hipSuccess;
+    static constexpr error_t not_ready = hipErrorNotReady;
+    static constexpr const char* prefix = "hip";
+    static constexpr const char* label = "HIP";
+    static const char* error_name(error_t e) { return hipGetErrorName(e); }
+    static const char* error_string(error_t e) { return hipGetErrorString(e); }
+    static error_t last_error() { return hipGetLastError(); }
+    static error_t get_device(int* d) { return hipGetDevice(d); }
+    static error_t stream_create(stream_t* s) { return hipStreamCreateWithFlags(s, hipStreamNonBlocking); }
+    static error_t stream_destroy(stream_t s) { return hipStreamDestroy(s); }
+    static error_t stream_synchronize(stream_t s) { return hipStreamSynchronize(s); }
+    static error_t malloc(void** p, std::size_t bytes) { return hipMalloc(p, bytes); }
+    static error_t free(void* p) { return hipFree(p); }
+    static error_t memcpy_async(void* dst, const void* src, std::size_t bytes, stream_t s) {
+        return hipMemcpyAsync(dst, src, bytes, hipMemcpyDefault, s);
     }
-
-    [[nodiscard]] std::string_view name() const noexcept override { return "hip"; }
-
-    [[nodiscard]] void* allocate(std::size_t bytes, std::string& error) noexcept override {
-        void* p = nullptr;
-        const hipError_t e = hipMalloc(&p, bytes);
-        if (e != hipSuccess) {
-            (void)hipGetLastError(); // reset the last error: a failed allocation is not fatal
-            try {
-                error = "could not allocate " + format_bytes(bytes) + " on HIP device " +
-                        std::to_string(device_) + ": " + hip_error("hipMalloc", e);
-            } catch (...) {
-            }
-            return nullptr;
-        }
-        return p;
-    }
-
-    void release(void* p) noexcept override {
-        if (p != nullptr) (void)hipFree(p);
-    }
-
-    [[nodiscard]] bool copy(void* dst, const void* src, std::size_t bytes, std::string& error) noexcept override {
-        const hipError_t e = hipMemcpyAsync(dst, src, bytes, hipMemcpyDefault, stream_);
-        if (e == hipSuccess) return true;
-        try {
-            error = hip_error("hipMemcpyAsync", e);
-        } catch (...) {
-        }
-        return false;
-    }
-
-    [[nodiscard]] bool poll(bool& done, std::string& error) noexcept override {
-        const hipError_t e = hipStreamQuery(stream_);
-        if (e == hipSuccess) {
-            done = true;
-            return true;
-        }
-        if (e == hipErrorNotReady) {
-            done = false;
-            return true;
-        }
-        try {
-            error = hip_error("hipStreamQuery", e);
-        } catch (...) {
-        }
-        return false;
-    }
-
-private:
-    int device_ = 0;
-    hipStream_t stream_ = nullptr;
+    static error_t stream_query(stream_t s) { return hipStreamQuery(s); }
 };
 
 } // namespace
 
 std::unique_ptr<memory_backend> make_hip_backend(std::string& error) noexcept {
-    try {
-        int device = 0;
-        hipError_t e = hipGetDevice(&device);
-        if (e != hipSuccess) {
-            error = hip_error("hipGetDevice", e) + " (no usable HIP device)";
-            return nullptr;
-        }
-        hipStream_t stream = nullptr;
-        e = hipStreamCreateWithFlags(&stream, hipStreamNonBlocking);
-        if (e != hipSuccess) {
-            error = hip_error("hipStreamCreateWithFlags", e);
-            return nullptr;
-        }
-        auto* backend = new (std::nothrow) hip_backend(device, stream);
-        if (backend == nullptr) {
-            (void)hipStreamDestroy(stream);
-            error = "out of host memory";
-        }
-        return std::unique_ptr<memory_backend>(backend);
-    } catch (...) {
-        return nullptr;
-    }
+    return make_device_backend<hip_api>(error);
 }
 
 } // namespace fast::exec::detail
