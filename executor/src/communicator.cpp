@@ -409,17 +409,7 @@ status communicator_impl::exchange(control kind, std::uint64_t seq, const void* 
         worker_.cancel(b.slots[static_cast<std::size_t>(r)]);
         if (!b.slots[ur + static_cast<std::size_t>(r)].done) (void)worker_.force_close(r, closing[static_cast<std::size_t>(r)]);
     }
-    const auto drain = clock::now() + std::min(cfg_.timeout, std::chrono::milliseconds(200)); // see operation::cancel
-    auto drained = [&] {
-        if (b.completed < expected) return false;
-        for (const op_slot& s : closing)
-            if (!s.done) return false;
-        return true;
-    };
-    while (!drained() && clock::now() < drain)
-        if (worker_.progress() == 0) sched_yield();
-    for (op_slot& s : b.slots) worker::abandon(s);
-    for (op_slot& s : closing) worker::abandon(s);
+    worker_.drain(b, expected, closing, std::min(cfg_.timeout, std::chrono::milliseconds(200)));
     return failure;
 }
 

@@ -397,17 +397,7 @@ status operation::cancel(status reason) noexcept {
     } catch (...) {
         // Out of memory: whatever was not cancelled is abandoned below.
     }
-    const auto deadline = clock::now() + std::min(timeout_, std::chrono::milliseconds(200));
-    auto drained = [&] {
-        if (block_.completed < expected_) return false;
-        for (const op_slot& s : closing)
-            if (!s.done) return false;
-        return true;
-    };
-    while (!drained() && clock::now() < deadline)
-        if (worker_.progress() == 0) sched_yield();
-    for (op_slot& s : block_.slots) worker::abandon(s);
-    for (op_slot& s : closing) worker::abandon(s);
+    worker_.drain(block_, expected_, closing, std::min(timeout_, std::chrono::milliseconds(200)));
     // Device copies cannot be cancelled and write to the user's buffers: wait for them (bounded).
     const auto copies_deadline = clock::now() + timeout_;
     for (bool finished = !copies_pending_; !finished && clock::now() < copies_deadline;) {

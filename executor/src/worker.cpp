@@ -191,21 +191,6 @@ ucs_status_t worker::recv(void* buffer, std::size_t count, bool iov, std::uint64
     return track(ucp_tag_recv_nbx(worker_, buffer, count, tag, ~std::uint64_t{0}, &param), slot);
 }
 
-ucs_status_t worker::flush(int peer, op_slot& slot) noexcept {
-    prepare(slot);
-    peer_state& p = peers_[static_cast<std::size_t>(peer)];
-    if (p.ep == nullptr) {
-        slot.done = true;
-        slot.status = UCS_ERR_NOT_CONNECTED;
-        return slot.status;
-    }
-    ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    param.cb.send = &on_send;
-    param.user_data = &slot;
-    return track(ucp_ep_flush_nbx(p.ep, &param), slot);
-}
-
 ucs_status_t worker::flush_all(op_slot& slot) noexcept {
     prepare(slot);
     ucp_request_param_t param{};
@@ -213,6 +198,21 @@ ucs_status_t worker::flush_all(op_slot& slot) noexcept {
     param.cb.send = &on_send;
     param.user_data = &slot;
     return track(ucp_worker_flush_nbx(worker_, &param), slot);
+}
+
+void worker::drain(slot_block& block, std::size_t expected, std::vector<op_slot>& closing,
+                   std::chrono::milliseconds limit) noexcept {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    auto drained = [&] {
+        if (block.completed < expected) return false;
+        for (const op_slot& s : closing)
+            if (!s.done) return false;
+        return true;
+    };
+    while (!drained() && std::chrono::steady_clock::now() < deadline)
+        if (progress() == 0) sched_yield();
+    for (op_slot& s : block.slots) abandon(s);
+    for (op_slot& s : closing) abandon(s);
 }
 
 void worker::cancel(op_slot& slot) noexcept {

@@ -72,7 +72,6 @@ public:
                       op_slot& slot, bool host = false) noexcept;
     ucs_status_t recv(void* buffer, std::size_t count, bool iov, std::uint64_t tag,
                       op_slot& slot, bool host = false) noexcept;
-    ucs_status_t flush(int peer, op_slot& slot) noexcept;
     /// Flushes every endpoint of the worker.
     ucs_status_t flush_all(op_slot& slot) noexcept;
     /// Cancels an outstanding receive (its slot completes, usually with UCS_ERR_CANCELED).
@@ -83,6 +82,12 @@ public:
     /// Gives up on an outstanding request: UCX invokes no callback for it any more (it may still
     /// complete internally). For requests that cancellation could not complete in time.
     static void abandon(op_slot& slot) noexcept;
+    /// After cancelling receives and force-closing endpoints: progresses until `block` has seen
+    /// `expected` completions and every `closing` slot is done, for at most `limit`, then
+    /// abandons what is left. (Over endpoints without peer error handling, UCX 1.13 cannot purge
+    /// requests, and a failed peer never answers them.)
+    void drain(slot_block& block, std::size_t expected, std::vector<op_slot>& closing,
+               std::chrono::milliseconds limit) noexcept;
 
     // Aborts: a rank whose call fails tells every peer, so that they fail at once instead of
     // waiting for their own timeouts. Every worker keeps one receive posted for them.
