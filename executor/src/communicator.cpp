@@ -774,11 +774,24 @@ namespace {
 status out_of_memory() noexcept { return status(errc::out_of_memory, "out of host memory"); }
 status unexpected() noexcept { return status(errc::internal, "unexpected exception inside the executor"); }
 status not_created() noexcept { return status(errc::invalid_argument, "the communicator was not created (or was moved from)"); }
+status not_initialised() noexcept { return status(errc::invalid_argument, "the request was not initialised by alltoallv_init"); }
+
+// The public API never throws: whatever `body` throws becomes a status.
+template <class Body>
+status guarded(Body&& body) noexcept {
+    try {
+        return body();
+    } catch (const std::bad_alloc&) {
+        return out_of_memory();
+    } catch (...) {
+        return unexpected();
+    }
+}
 
 } // namespace
 
 status create(const bootstrap& boot, const config& cfg, communicator& out) noexcept {
-    try {
+    return guarded([&] {
         out.impl_.reset();
         if (boot.size < 1 || boot.rank < 0 || boot.rank >= boot.size)
             return status(errc::invalid_argument, "bootstrap: rank " + std::to_string(boot.rank) + " of size " +
@@ -788,11 +801,7 @@ status create(const bootstrap& boot, const config& cfg, communicator& out) noexc
         status s = impl->create(boot, cfg);
         if (s.ok()) out.impl_ = std::move(impl);
         return s;
-    } catch (const std::bad_alloc&) {
-        return out_of_memory();
-    } catch (...) {
-        return unexpected();
-    }
+    });
 }
 
 communicator::communicator() noexcept = default;
@@ -812,13 +821,7 @@ status communicator::alltoallv(const void* send, std::span<const std::size_t> se
                                std::span<const std::size_t> recvcounts,
                                std::span<const std::size_t> rdispls) noexcept {
     if (!impl_) return not_created();
-    try {
-        return impl_->alltoallv({send, sendcounts, sdispls, recv, recvcounts, rdispls});
-    } catch (const std::bad_alloc&) {
-        return out_of_memory();
-    } catch (...) {
-        return unexpected();
-    }
+    return guarded([&] { return impl_->alltoallv({send, sendcounts, sdispls, recv, recvcounts, rdispls}); });
 }
 
 status communicator::alltoallv_init(const void* send, std::span<const std::size_t> sendcounts,
@@ -827,7 +830,7 @@ status communicator::alltoallv_init(const void* send, std::span<const std::size_
                                     std::span<const std::size_t> rdispls,
                                     alltoallv_request& request) noexcept {
     if (!impl_) return not_created();
-    try {
+    return guarded([&] {
         request.impl_.reset();
         auto r = std::make_unique<detail::request_impl>();
         if (status s = impl_->init({send, sendcounts, sdispls, recv, recvcounts, rdispls}, r->prog); !s.ok()) return s;
@@ -837,12 +840,8 @@ status communicator::alltoallv_init(const void* send, std::span<const std::size_
         r->op = std::make_unique<detail::operation>(impl_->transport(), impl_->memory(), impl_->timeout(), impl_->rank(),
                                                     impl_->credits());
         request.impl_ = std::move(r);
-        return {};
-    } catch (const std::bad_alloc&) {
-        return out_of_memory();
-    } catch (...) {
-        return unexpected();
-    }
+        return status{};
+    });
 }
 
 alltoallv_request::alltoallv_request() noexcept = default;
@@ -854,37 +853,19 @@ bool alltoallv_request::valid() const noexcept { return impl_ != nullptr; }
 bool alltoallv_request::active() const noexcept { return impl_ && impl_->active; }
 
 status alltoallv_request::start() noexcept {
-    if (!impl_) return status(errc::invalid_argument, "the request was not initialised by alltoallv_init");
-    try {
-        return impl_->start();
-    } catch (const std::bad_alloc&) {
-        return out_of_memory();
-    } catch (...) {
-        return unexpected();
-    }
+    if (!impl_) return not_initialised();
+    return guarded([&] { return impl_->start(); });
 }
 
 status alltoallv_request::test(bool& done) noexcept {
     done = true;
-    if (!impl_) return status(errc::invalid_argument, "the request was not initialised by alltoallv_init");
-    try {
-        return impl_->test(done);
-    } catch (const std::bad_alloc&) {
-        return out_of_memory();
-    } catch (...) {
-        return unexpected();
-    }
+    if (!impl_) return not_initialised();
+    return guarded([&] { return impl_->test(done); });
 }
 
 status alltoallv_request::wait() noexcept {
-    if (!impl_) return status(errc::invalid_argument, "the request was not initialised by alltoallv_init");
-    try {
-        return impl_->wait();
-    } catch (const std::bad_alloc&) {
-        return out_of_memory();
-    } catch (...) {
-        return unexpected();
-    }
+    if (!impl_) return not_initialised();
+    return guarded([&] { return impl_->wait(); });
 }
 
 } // namespace fast::exec
