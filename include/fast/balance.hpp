@@ -87,11 +87,19 @@ struct tile_workspace {
     std::vector<std::int64_t> room;     // G bytes each rail can still take
     std::vector<std::uint64_t> keys;
     std::vector<piece> sorted;
+    // Up to max_walk_g GPUs per server: per (rail, block), 1 + the index of the rail's piece of
+    // the block (0: none), so a busy rail's pieces come out in stream order by walking the
+    // blocks in that order instead of sorting. Entries are cleared as they are read.
+    std::vector<std::uint32_t> piece_at;
+    std::vector<int> by_heat; // final GPUs, hottest first
+    static constexpr int max_walk_g = 64;
     void resize(int g) {
         const auto n = static_cast<std::size_t>(g) * static_cast<std::size_t>(g);
         left.resize(n);
         consumed.resize(n);
         room.resize(static_cast<std::size_t>(g));
+        if (g <= max_walk_g && piece_at.size() != n * static_cast<std::size_t>(g)) piece_at.assign(n * static_cast<std::size_t>(g), 0);
+        by_heat.resize(static_cast<std::size_t>(g));
     }
 };
 
@@ -112,8 +120,8 @@ inline void heat_ranks(std::span<const std::int64_t> heat, std::span<std::uint32
 }
 
 /// Assigns the bytes of a G x G tile (block (a, b) at tile[a * stride + b]) to G rails with
-/// capacities `capacity` (summing to the tile total). Appends each rail's pieces, in stream
-/// order, to out[rail]: stream_before's order, with the final GPUs' heat given as their
+/// capacities `capacity` (summing to the tile total). Fills out[rail] with the rail's pieces in
+/// stream order: stream_before's order, with the final GPUs' heat given as their
 /// positions `heat_rank` (heat_ranks; empty: no heat). Every byte is assigned exactly once, and
 /// a rail gets at most one piece of a block. O(G^2 log G).
 template <class PieceList>
@@ -126,11 +134,14 @@ void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
     for (std::size_t a = 0; a < ug; ++a) std::copy_n(tile + a * stride, ug, ws.left.begin() + static_cast<std::ptrdiff_t>(a * ug));
     std::fill(ws.consumed.begin(), ws.consumed.end(), 0);
     std::copy(capacity.begin(), capacity.end(), ws.room.begin());
+    const bool walk = g <= tile_workspace::max_walk_g;
+    for (std::size_t i = 0; i < ug; ++i) out[i].clear();
 
     auto take = [&](std::size_t rail, std::size_t a, std::size_t b) {
         const std::size_t k = a * ug + b;
         const std::int64_t n = std::min(ws.left[k], ws.room[rail]);
         if (n <= 0) return;
+        if (walk) ws.piece_at[rail * ug * ug + k] = static_cast<std::uint32_t>(out[rail].size() + 1);
         out[rail].push_back(piece{ws.consumed[k], n, static_cast<std::int32_t>(a), static_cast<std::int32_t>(b)});
         ws.left[k] -= n;
         ws.consumed[k] += n;
@@ -168,9 +179,50 @@ void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
     // Stream order by an integer key: category, then (for bytes that need redistribution) the
     // final GPU's heat rank, then origin, then final; a rail has at most one piece of a block, so
     // the key is unique and its low bits can carry the piece's index.
+    if (walk) {
+        for (std::size_t f = 0; f < ug; ++f) ws.by_heat[f] = static_cast<int>(f);
+        if (!heat_rank.empty())
+            for (std::size_t f = 0; f < ug; ++f) ws.by_heat[heat_rank[f]] = static_cast<int>(f);
+    }
     for (std::size_t i = 0; i < ug; ++i) {
         auto& list = out[i];
         const std::size_t n = list.size();
+        if (walk) {
+            // A rail with at least G^2 / 8 pieces walks the blocks in stream order
+            // (stream_before) and picks its pieces from them, O(G^2) instead of sorting; one with
+            // fewer clears its entries and is sorted below.
+            std::uint32_t* at = ws.piece_at.data() + i * ug * ug;
+            if (n * 8 < ug * ug) {
+                for (const piece& p : list)
+                    at[static_cast<std::size_t>(p.origin) * ug + static_cast<std::size_t>(p.final)] = 0;
+            } else {
+                ws.sorted.clear();
+                auto pick = [&](std::size_t a, std::size_t b) {
+                    std::uint32_t& x = at[a * ug + b];
+                    if (x != 0) {
+                        ws.sorted.push_back(list[x - 1]);
+                        x = 0;
+                    }
+                };
+                for (const int f : ws.by_heat) // own bytes that need redistribution
+                    if (static_cast<std::size_t>(f) != i) pick(i, static_cast<std::size_t>(f));
+                if (heat_rank.empty()) { // bytes that need both moves
+                    for (std::size_t a = 0; a < ug; ++a)
+                        for (std::size_t b = 0; b < ug; ++b)
+                            if (a != i && b != i) pick(a, b);
+                } else {
+                    for (const int f : ws.by_heat)
+                        if (static_cast<std::size_t>(f) != i)
+                            for (std::size_t a = 0; a < ug; ++a)
+                                if (a != i) pick(a, static_cast<std::size_t>(f));
+                }
+                for (std::size_t a = 0; a < ug; ++a) // bytes already on their final rail
+                    if (a != i) pick(a, i);
+                pick(i, i); // the diagonal block
+                std::copy(ws.sorted.begin(), ws.sorted.end(), list.begin());
+                continue;
+            }
+        }
         if (n < 2) continue;
         if (ug < (std::size_t{1} << 12) && n < (std::size_t{1} << 24)) {
             ws.keys.resize(n);

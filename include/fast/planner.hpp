@@ -189,6 +189,7 @@ private:
             order_stages(order);
             detail::build_uniform_rails(stages_, sequence_, share_, topo_.gpus_per_server,
                                         options_.chunks, left_, schedule_);
+            slots_of_.build(schedule_);
             emit(m, detail::gather_timing::up_front, share_, detail::rail_preference::own_first);
         };
         if (options_.order == stage_order::automatic) {
@@ -311,6 +312,7 @@ private:
         detail::build_uniform_rails(stages_, sequence_, share_, topo_.gpus_per_server, 1, left_, schedule_);
         const double growth = ramp_growth();
         detail::shape_steps(schedule_, growth, alpha_bytes(options_.min_step_alphas));
+        slots_of_.build(schedule_);
         emit(m, detail::gather_timing::windowed, share_, detail::rail_preference::own_first);
     }
 
@@ -339,12 +341,12 @@ private:
     }
 
     // Turns the schedule into transfers: per server pair, assign the tile to rails with the
-    // given capacities and walk each rail's stream over its slots; then the intra-server blocks.
+    // given capacities and walk each rail's stream over its slots (slots_of_, built from the
+    // schedule by the caller); then the intra-server blocks.
     void emit(const traffic_matrix& m, detail::gather_timing timing,
               std::span<const std::int64_t> capacity, detail::rail_preference preference) {
         const auto us = static_cast<std::size_t>(topo_.servers);
         const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
-        slots_of_.build(schedule_);
         detail::step_lengths(schedule_, step_bytes_);
         builder_.start(m, topo_, schedule_.last_step, timing, options_.window, step_bytes_);
         rails_.resize(ug);
@@ -352,7 +354,6 @@ private:
             for (std::size_t d = 0; d < us; ++d) {
                 if (s == d) continue;
                 builder_.load_tile(static_cast<int>(s), static_cast<int>(d));
-                for (auto& r : rails_) r.clear();
                 detail::assign_tile(builder_.tile(), builder_.tile_stride(), topo_.gpus_per_server,
                                     capacity.subspan((s * us + d) * ug, ug), tile_ws_,
                                     std::span<std::vector<piece>>(rails_), builder_.destination_heat(),

@@ -400,17 +400,7 @@ private:
                 return;
             }
         }
-        record& x = b.emplace_back();
-        x.t.bytes = bytes;
-        x.t.src_offset = so;
-        x.t.dst_offset = dof;
-        x.t.src = src;
-        x.t.dst = dst;
-        x.t.tier = t;
-        x.t.src_buffer = sb;
-        x.t.dst_buffer = db;
-        x.src_region = sr;
-        x.dst_region = dr;
+        b.push_back(record{transfer{bytes, so, dof, src, dst, t, sb, db}, sr, dr});
     }
 
     const traffic_matrix* m_ = nullptr;

@@ -78,11 +78,15 @@ public:
         const auto s = static_cast<std::size_t>(sc.servers);
         const auto g = static_cast<std::size_t>(sc.rails);
         offsets_.assign(s * s * g + 1, 0);
+        // The slots by step, stably (a counting sort).
+        std::int32_t top = 0;
+        for (const auto& x : sc.slots) top = std::max(top, x.step);
+        by_step_.assign(static_cast<std::size_t>(top) + 2, 0);
+        for (const auto& x : sc.slots) ++by_step_[static_cast<std::size_t>(x.step) + 1];
+        std::partial_sum(by_step_.begin(), by_step_.end(), by_step_.begin());
         order_.resize(sc.slots.size());
-        std::iota(order_.begin(), order_.end(), std::size_t{0});
-        std::stable_sort(order_.begin(), order_.end(), [&](std::size_t x, std::size_t y) {
-            return sc.slots[x].step < sc.slots[y].step;
-        });
+        for (std::size_t k = 0; k < sc.slots.size(); ++k)
+            order_[by_step_[static_cast<std::size_t>(sc.slots[k].step)]++] = k;
         auto key = [&](std::size_t src, std::int32_t dst, std::int32_t rail) {
             return (src * s + static_cast<std::size_t>(dst)) * g + static_cast<std::size_t>(rail);
         };
@@ -117,6 +121,7 @@ private:
     std::vector<std::size_t> offsets_;
     std::vector<stream_slot> entries_;
     std::vector<std::size_t> fill_;
+    std::vector<std::size_t> by_step_;
     std::vector<std::size_t> order_;
 };
 
