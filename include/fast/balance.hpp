@@ -74,8 +74,11 @@ inline void balanced_shares(std::int64_t total, std::span<const std::int64_t> ow
     }
     std::int64_t extra = total % g;
     if (extra == 0) return;
-    std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
-        return own[static_cast<std::size_t>(x)] > own[static_cast<std::size_t>(y)];
+    // Ties by index: a stable sort of 0 .. G - 1 without its temporary buffer.
+    std::sort(order.begin(), order.end(), [&](int x, int y) {
+        const std::int64_t ox = own[static_cast<std::size_t>(x)];
+        const std::int64_t oy = own[static_cast<std::size_t>(y)];
+        return ox != oy ? ox > oy : x < y;
     });
     for (std::size_t k = 0; extra > 0; ++k, --extra) ++share[static_cast<std::size_t>(order[k])];
 }
@@ -113,8 +116,10 @@ enum class rail_preference {
 /// order compares, as integers.
 inline void heat_ranks(std::span<const std::int64_t> heat, std::span<std::uint32_t> rank, std::span<int> order) {
     for (std::size_t i = 0; i < heat.size(); ++i) order[i] = static_cast<int>(i);
-    std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
-        return heat[static_cast<std::size_t>(x)] > heat[static_cast<std::size_t>(y)];
+    std::sort(order.begin(), order.end(), [&](int x, int y) { // ties by index, as documented
+        const std::int64_t hx = heat[static_cast<std::size_t>(x)];
+        const std::int64_t hy = heat[static_cast<std::size_t>(y)];
+        return hx != hy ? hx > hy : x < y;
     });
     for (std::size_t k = 0; k < heat.size(); ++k) rank[static_cast<std::size_t>(order[k])] = static_cast<std::uint32_t>(k);
 }

@@ -205,9 +205,8 @@ private:
     void order_stages(stage_order order) {
         sequence_.resize(stages_.size());
         std::iota(sequence_.begin(), sequence_.end(), std::size_t{0});
-        std::stable_sort(sequence_.begin(), sequence_.end(), [&](std::size_t x, std::size_t y) {
-            return order == stage_order::ascending ? stages_.weights[x] < stages_.weights[y]
-                                                   : stages_.weights[x] > stages_.weights[y];
+        detail::stable_sort_by(sequence_, schedule_ws_.keys, [&](std::size_t k) {
+            return order == stage_order::ascending ? stages_.weights[k] : -stages_.weights[k];
         });
     }
 
@@ -311,7 +310,7 @@ private:
         std::iota(sequence_.begin(), sequence_.end(), std::size_t{0});
         detail::build_uniform_rails(stages_, sequence_, share_, topo_.gpus_per_server, 1, left_, schedule_);
         const double growth = ramp_growth();
-        detail::shape_steps(schedule_, growth, alpha_bytes(options_.min_step_alphas));
+        detail::shape_steps(schedule_, growth, alpha_bytes(options_.min_step_alphas), schedule_ws_);
         slots_of_.build(schedule_);
         emit(m, detail::gather_timing::windowed, share_, detail::rail_preference::own_first);
     }
@@ -328,9 +327,9 @@ private:
         detail::scale_weights(stages_, q);
         const std::int64_t min_step = alpha_bytes(options_.min_step_alphas);
         const std::int64_t max_step = detail::saturate(options_.max_step_share * static_cast<double>(line) / g);
-        detail::build_rail_packed(stages_, pair_, g, min_step, max_step, schedule_, left_, real_, scratch_order_);
+        detail::build_rail_packed(stages_, pair_, g, min_step, max_step, schedule_, schedule_ws_);
         const double growth = ramp_growth();
-        detail::shape_steps(schedule_, growth, min_step);
+        detail::shape_steps(schedule_, growth, min_step, schedule_ws_);
         // What each rail carries for each pair follows from the schedule.
         slots_of_.build(schedule_);
         const auto us = static_cast<std::size_t>(topo_.servers);
@@ -466,13 +465,12 @@ private:
     std::vector<std::int64_t> row_deficit_;
     std::vector<std::int64_t> col_deficit_;
     std::vector<std::int64_t> left_;
-    std::vector<std::int64_t> real_;
-    std::vector<std::size_t> scratch_order_;
     detail::decompose_workspace decompose_ws_;
     decomposition stages_;
     std::vector<std::size_t> sequence_;
     std::vector<std::int64_t> step_bytes_;
     detail::stage_schedule schedule_;
+    detail::schedule_workspace schedule_ws_;
     detail::stream_slots slots_of_;
     detail::plan_builder builder_;
     detail::tile_workspace tile_ws_;

@@ -125,6 +125,33 @@ private:
     std::vector<std::size_t> order_;
 };
 
+/// Buffers of build_rail_packed and shape_steps, kept between plans so that planning again
+/// allocates nothing.
+struct schedule_workspace {
+    std::vector<std::int64_t> left;     // per server pair: bytes not yet in a stage
+    std::vector<std::int64_t> real;     // per stage and server: real bytes not yet in a slot
+    std::vector<std::int64_t> duration; // per stage: its busiest server's real bytes left
+    std::vector<std::size_t> perm_of;   // per stage: its permutation in the schedule
+    std::vector<std::size_t> order;     // stages (build_rail_packed) or steps (shape_steps)
+    std::vector<std::pair<std::int64_t, std::size_t>> keys; // for sorting `order` stably
+    std::vector<std::size_t> members;   // shape_steps: slots grouped by step
+    std::vector<std::size_t> begin;     // shape_steps: step j's slots are members[begin[j], begin[j + 1])
+    std::vector<std::size_t> rising;    // shape_steps: steps of the pyramid's two sides
+    std::vector<std::size_t> falling;
+};
+
+/// Sorts `order` by key(x) ascending, keeping the current order among equal keys, without
+/// allocating (std::stable_sort takes a temporary buffer).
+template <class Key>
+void stable_sort_by(std::vector<std::size_t>& order, std::vector<std::pair<std::int64_t, std::size_t>>& keys,
+                    Key key) {
+    keys.resize(order.size());
+    for (std::size_t j = 0; j < order.size(); ++j) keys[j] = {key(order[j]), j};
+    std::sort(keys.begin(), keys.end());
+    for (std::size_t j = 0; j < order.size(); ++j) keys[j].second = order[keys[j].second];
+    for (std::size_t j = 0; j < order.size(); ++j) order[j] = keys[j].second;
+}
+
 /// The paper's layout: stage k of `stages` (taken in `sequence` order, each split into
 /// `chunks` consecutive parts) runs on every rail in its own step; rail i of server s sends
 /// min(part, what it still carries to P(s)), from the per-rail budgets `share`
@@ -183,15 +210,18 @@ inline void build_uniform_rails(const decomposition& stages, std::span<const std
 /// step's gathered and landed bytes are staged. Steps come out longest first, numbered from 1.
 inline void build_rail_packed(const decomposition& stages, std::span<const std::int64_t> pair_bytes,
                               int g, std::int64_t min_step, std::int64_t max_step, stage_schedule& out,
-                              std::vector<std::int64_t>& left, std::vector<std::int64_t>& real,
-                              std::vector<std::size_t>& order) {
+                              schedule_workspace& ws) {
     const int s_count = stages.n;
     const auto us = static_cast<std::size_t>(s_count);
     const std::size_t k_count = stages.size();
     out.clear(s_count, g);
+    std::vector<std::int64_t>& left = ws.left;
+    std::vector<std::int64_t>& real = ws.real;
+    std::vector<std::int64_t>& duration = ws.duration;
+    std::vector<std::size_t>& order = ws.order;
     left.assign(pair_bytes.begin(), pair_bytes.end());
     real.assign(k_count * us, 0);
-    std::vector<std::int64_t> duration(k_count, 0);
+    duration.assign(k_count, 0);
     for (std::size_t k = 0; k < k_count; ++k) {
         const auto perm = stages.perm(k);
         for (std::size_t s = 0; s < us; ++s) {
@@ -203,7 +233,8 @@ inline void build_rail_packed(const decomposition& stages, std::span<const std::
             duration[k] = std::max(duration[k], n);
         }
     }
-    std::vector<std::size_t> perm_of(k_count);
+    std::vector<std::size_t>& perm_of = ws.perm_of;
+    perm_of.resize(k_count);
     for (std::size_t k = 0; k < k_count; ++k) perm_of[k] = out.add_perm(stages.perm(k));
     order.clear();
     for (std::size_t k = 0; k < k_count; ++k)
@@ -215,8 +246,7 @@ inline void build_rail_packed(const decomposition& stages, std::span<const std::
     };
     std::int32_t step = 0;
     while (!order.empty()) {
-        std::stable_sort(order.begin(), order.end(),
-                         [&](std::size_t x, std::size_t y) { return duration[x] > duration[y]; });
+        stable_sort_by(order, ws.keys, [&](std::size_t k) { return -duration[k]; });
         // The water level: the largest D with at least G cells.
         const std::int64_t want = g;
         std::int64_t lo = 1;
@@ -277,82 +307,85 @@ inline void step_lengths(const stage_schedule& sc, std::vector<std::int64_t>& le
 /// the previous step must fit under it), with the first and last steps at most `edge` bytes;
 /// longer steps are split (the split-off part keeps the slot's permutation, each server sending
 /// min(part, its bytes)). Steps are renumbered 1, 2, ...
-inline void shape_steps(stage_schedule& sc, double growth, std::int64_t edge) {
+inline void shape_steps(stage_schedule& sc, double growth, std::int64_t edge, schedule_workspace& ws) {
     const auto us = static_cast<std::size_t>(sc.servers);
     const auto k_count = static_cast<std::size_t>(sc.last_step);
     if (sc.slots.empty()) return;
-    // Slots of each step, and each step's length.
-    std::vector<std::vector<std::size_t>> steps(k_count);
+    // Slots of each step (steps 1 .. k_count) as members[begin[j], begin[j + 1]) for j = step - 1.
+    ws.begin.assign(k_count + 1, 0);
+    for (const auto& x : sc.slots) ++ws.begin[static_cast<std::size_t>(x.step)];
+    std::partial_sum(ws.begin.begin(), ws.begin.end(), ws.begin.begin());
+    ws.members.resize(sc.slots.size());
     for (std::size_t j = 0; j < sc.slots.size(); ++j)
-        steps[static_cast<std::size_t>(sc.slots[j].step - 1)].push_back(j);
-    steps.erase(std::remove_if(steps.begin(), steps.end(), [](const auto& v) { return v.empty(); }), steps.end());
-    auto length = [&](const std::vector<std::size_t>& v) {
+        ws.members[ws.begin[static_cast<std::size_t>(sc.slots[j].step - 1)]++] = j;
+    for (std::size_t j = k_count; j > 0; --j) ws.begin[j] = ws.begin[j - 1]; // back to the starts
+    ws.begin[0] = 0;
+    // Every slot gets its new step from the side it ends up on (see below); 0 until then.
+    for (auto& x : sc.slots) x.step = 0;
+    auto length = [&](std::size_t step) {
         std::int64_t n = 0;
-        for (const std::size_t j : v) n = std::max(n, sc.longest(sc.slots[j]));
+        for (std::size_t j = ws.begin[step]; j < ws.begin[step + 1]; ++j)
+            n = std::max(n, sc.longest(sc.slots[ws.members[j]]));
         return n;
     };
-    std::stable_sort(steps.begin(), steps.end(), [&](const auto& x, const auto& y) { return length(x) < length(y); });
-    std::vector<std::vector<std::size_t>> rising;
-    std::vector<std::vector<std::size_t>> falling;
-    for (std::size_t j = 0; j < steps.size(); ++j) (j % 2 == 0 ? rising : falling).push_back(std::move(steps[j]));
+    ws.order.clear();
+    for (std::size_t j = 0; j < k_count; ++j)
+        if (ws.begin[j + 1] > ws.begin[j]) ws.order.push_back(j);
+    stable_sort_by(ws.order, ws.keys, length);
+    ws.rising.clear();
+    ws.falling.clear();
+    for (std::size_t j = 0; j < ws.order.size(); ++j) (j % 2 == 0 ? ws.rising : ws.falling).push_back(ws.order[j]);
     // rising is ascending; falling (ascending too) is walked from the end backwards.
-    std::vector<std::int64_t> lengths;
-    // Splits `amount` off every slot of `step` into a new step.
-    auto carve = [&](std::vector<std::size_t>& step, std::int64_t amount) {
-        std::vector<std::size_t> part;
-        for (const std::size_t j : step) {
-            const auto x = sc.slots[j];
-            const std::size_t b = sc.add_bytes();
-            std::int64_t* nb = sc.bytes.data() + b * us;
-            std::int64_t* xb = sc.bytes.data() + x.bytes * us;
-            for (std::size_t s = 0; s < us; ++s) {
-                nb[s] = std::min(amount, xb[s]);
-                xb[s] -= nb[s];
-            }
-            sc.slots.push_back({x.rail, 0, x.perm, b});
-            part.push_back(sc.slots.size() - 1);
-        }
-        return part;
-    };
-    // Makes an ascending list of steps grow by at most `growth` from `edge`.
-    auto ramp = [&](std::vector<std::vector<std::size_t>>& side) {
-        std::vector<std::vector<std::size_t>> out;
+    // The peak (the longest step) belongs to the rising side; the falling side ramps towards the
+    // end, so it is built ascending from the last step backwards.
+    if (!ws.falling.empty() && !ws.rising.empty() && length(ws.falling.back()) > length(ws.rising.back()))
+        std::swap(ws.falling.back(), ws.rising.back());
+    // Makes an ascending list of steps grow by at most `growth` from `edge`: the steps of a side
+    // are numbered 1, 2, ... in order (`sign` tells the sides apart until both are known).
+    auto ramp = [&](const std::vector<std::size_t>& side, std::int32_t sign) {
+        std::int32_t number = 0;
         std::int64_t limit = edge;
-        for (auto& step : side) {
+        for (const std::size_t step : side) {
             while (growth > 1 && length(step) > limit && limit > 0) {
                 // Carve `limit` off unless that would leave a shorter remainder behind it; then
-                // cut the step in two equal halves instead (each under the limit).
+                // cut the step in two equal halves instead (each under the limit). The part
+                // keeps each slot's permutation, each server sending min(part, its bytes).
                 const std::int64_t n = length(step);
                 const std::int64_t cut = n - limit >= limit ? limit : n / 2;
-                out.push_back(carve(step, cut));
+                ++number;
+                for (std::size_t j = ws.begin[step]; j < ws.begin[step + 1]; ++j) {
+                    const auto x = sc.slots[ws.members[j]];
+                    const std::size_t b = sc.add_bytes();
+                    std::int64_t* nb = sc.bytes.data() + b * us;
+                    std::int64_t* xb = sc.bytes.data() + x.bytes * us;
+                    for (std::size_t s = 0; s < us; ++s) {
+                        nb[s] = std::min(cut, xb[s]);
+                        xb[s] -= nb[s];
+                    }
+                    sc.slots.push_back({x.rail, sign * number, x.perm, b});
+                }
                 // Strictly growing, even where rounding would keep a tiny limit in place.
                 limit = std::max(cut + 1, saturate(growth * static_cast<double>(cut)));
             }
             const std::int64_t n = length(step);
-            if (n > 0) out.push_back(std::move(step));
+            if (n > 0) {
+                ++number;
+                for (std::size_t j = ws.begin[step]; j < ws.begin[step + 1]; ++j)
+                    sc.slots[ws.members[j]].step = sign * number;
+            }
             limit = std::max(limit, saturate(growth * static_cast<double>(n)));
         }
-        side = std::move(out);
+        return number;
     };
-    // The peak (the longest step) belongs to the rising side; the falling side ramps towards the
-    // end, so it is built ascending from the last step backwards.
-    if (!falling.empty() && !rising.empty() && length(falling.back()) > length(rising.back()))
-        std::swap(falling.back(), rising.back());
-    ramp(rising);
-    ramp(falling);
-    std::int32_t number = 0;
-    for (const auto& step : rising) {
-        ++number;
-        for (const std::size_t j : step) sc.slots[j].step = number;
-    }
-    for (auto it = falling.rbegin(); it != falling.rend(); ++it) {
-        ++number;
-        for (const std::size_t j : *it) sc.slots[j].step = number;
-    }
+    const std::int32_t rising = ramp(ws.rising, 1);
+    const std::int32_t falling = ramp(ws.falling, -1);
     sc.slots.erase(std::remove_if(sc.slots.begin(), sc.slots.end(),
                                   [&](const stage_schedule::slot& x) { return sc.longest(x) == 0; }),
                    sc.slots.end());
-    sc.last_step = number;
+    // Rising steps keep their numbers; the falling side follows, its last-built step first.
+    for (auto& x : sc.slots)
+        if (x.step < 0) x.step = rising + falling + 1 + x.step;
+    sc.last_step = rising + falling;
 }
 
 /// Divides every entry of the n x n matrix `a` by `quantum`, rounding up.

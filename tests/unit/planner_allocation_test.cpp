@@ -1,0 +1,50 @@
+// A reused planner allocates nothing once it has seen a matrix's sizes (MoE plans on every layer
+// call). Its own executable: it replaces the global operator new to count allocations.
+#include "../support.hpp"
+
+#include <fast/planner.hpp>
+#include <fast/workload.hpp>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+namespace {
+std::atomic<long> allocations{0};
+}
+
+// The replacement pairs malloc with free; g++ cannot see that operator new is malloc here.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+void* operator new(std::size_t n) {
+    allocations.fetch_add(1, std::memory_order_relaxed);
+    if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+    throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+using namespace fast;
+
+TEST_CASE("planning again with a reused planner allocates nothing") {
+    for (const policy p : {policy::rail_packed, policy::bottleneck}) {
+        for (const int servers : {2, 4, 16}) {
+            const topology t = make_topology(servers, 8);
+            for (int w = 0; w < 2; ++w) {
+                const traffic_matrix m =
+                    w == 0 ? make_zipf(t, 0.8, 1 << 26, 7) : make_moe(t, moe_options{}, 1 << 26, 7);
+                plan_options o;
+                o.policy = p;
+                planner reused(t, o);
+                (void)reused.make(m); // sizes every buffer
+                const long before = allocations.load();
+                const plan& again = reused.make(m);
+                const long during = allocations.load() - before;
+                INFO("policy " << to_string(p) << ", " << servers << " x 8, workload " << w);
+                CHECK(during == 0);
+                fast::test::check_plan(again, m);
+            }
+        }
+    }
+}
