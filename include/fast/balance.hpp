@@ -89,7 +89,7 @@ struct tile_workspace {
     std::vector<std::int64_t> consumed; // G x G bytes of each block already assigned
     std::vector<std::int64_t> room;     // G bytes each rail can still take
     std::vector<std::uint64_t> keys;
-    std::vector<piece> sorted;
+    std::vector<std::vector<piece>> taken; // per rail: its pieces in the order they were taken
     // Up to max_walk_g GPUs per server: per (rail, block), 1 + the index of the rail's piece of
     // the block (0: none), so a busy rail's pieces come out in stream order by walking the
     // blocks in that order instead of sorting. Entries are cleared as they are read.
@@ -103,6 +103,7 @@ struct tile_workspace {
         room.resize(static_cast<std::size_t>(g));
         if (g <= max_walk_g && piece_at.size() != n * static_cast<std::size_t>(g)) piece_at.assign(n * static_cast<std::size_t>(g), 0);
         by_heat.resize(static_cast<std::size_t>(g));
+        taken.resize(static_cast<std::size_t>(g));
     }
 };
 
@@ -124,6 +125,29 @@ inline void heat_ranks(std::span<const std::int64_t> heat, std::span<std::uint32
     for (std::size_t k = 0; k < heat.size(); ++k) rank[static_cast<std::size_t>(order[k])] = static_cast<std::uint32_t>(k);
 }
 
+/// Calls visit(origin, final) for every block of a G x G tile in rail `rail`'s stream order
+/// (stream_before), given the final GPUs hottest first (`by_heat`; `heat` false: no heat, so
+/// by_heat is 0 .. G - 1 and ties go by origin).
+template <class Visit>
+void walk_stream_order(std::size_t rail, std::span<const int> by_heat, bool heat, Visit&& visit) {
+    const std::size_t g = by_heat.size();
+    // Every origin but the rail itself, in order, without a branch per block.
+    auto others = [&](auto&& each) {
+        for (std::size_t a = 0; a < rail; ++a) each(a);
+        for (std::size_t a = rail + 1; a < g; ++a) each(a);
+    };
+    for (const int f : by_heat) // own bytes that need redistribution
+        if (static_cast<std::size_t>(f) != rail) visit(rail, static_cast<std::size_t>(f));
+    if (!heat) { // bytes that need both moves
+        others([&](std::size_t a) { others([&](std::size_t b) { visit(a, b); }); });
+    } else {
+        for (const int f : by_heat)
+            if (static_cast<std::size_t>(f) != rail) others([&](std::size_t a) { visit(a, static_cast<std::size_t>(f)); });
+    }
+    others([&](std::size_t a) { visit(a, rail); }); // bytes already on their final rail
+    visit(rail, rail);                               // the diagonal block
+}
+
 /// Assigns the bytes of a G x G tile (block (a, b) at tile[a * stride + b]) to G rails with
 /// capacities `capacity` (summing to the tile total). Fills out[rail] with the rail's pieces in
 /// stream order: stream_before's order, with the final GPUs' heat given as their
@@ -136,18 +160,25 @@ void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
                  rail_preference preference = rail_preference::own_first) {
     ws.resize(g);
     const auto ug = static_cast<std::size_t>(g);
-    for (std::size_t a = 0; a < ug; ++a) std::copy_n(tile + a * stride, ug, ws.left.begin() + static_cast<std::ptrdiff_t>(a * ug));
-    std::fill(ws.consumed.begin(), ws.consumed.end(), 0);
-    std::copy(capacity.begin(), capacity.end(), ws.room.begin());
     const bool walk = g <= tile_workspace::max_walk_g;
-    for (std::size_t i = 0; i < ug; ++i) out[i].clear();
+    for (std::size_t i = 0; i < ug; ++i) ws.taken[i].clear();
+    if (walk) {
+        for (std::size_t f = 0; f < ug; ++f) ws.by_heat[f] = static_cast<int>(f);
+        if (!heat_rank.empty())
+            for (std::size_t f = 0; f < ug; ++f) ws.by_heat[heat_rank[f]] = static_cast<int>(f);
+    }
+    // Plain loops: memcpy's size dispatch mispredicts on these short, varying lengths.
+    for (std::size_t a = 0; a < ug; ++a)
+        for (std::size_t b = 0; b < ug; ++b) ws.left[a * ug + b] = tile[a * stride + b];
+    for (std::size_t k = 0; k < ug * ug; ++k) ws.consumed[k] = 0;
+    for (std::size_t i = 0; i < ug; ++i) ws.room[i] = capacity[i];
 
     auto take = [&](std::size_t rail, std::size_t a, std::size_t b) {
         const std::size_t k = a * ug + b;
         const std::int64_t n = std::min(ws.left[k], ws.room[rail]);
         if (n <= 0) return;
-        if (walk) ws.piece_at[rail * ug * ug + k] = static_cast<std::uint32_t>(out[rail].size() + 1);
-        out[rail].push_back(piece{ws.consumed[k], n, static_cast<std::int32_t>(a), static_cast<std::int32_t>(b)});
+        if (walk) ws.piece_at[rail * ug * ug + k] = static_cast<std::uint32_t>(ws.taken[rail].size() + 1);
+        ws.taken[rail].push_back(piece{ws.consumed[k], n, static_cast<std::int32_t>(a), static_cast<std::int32_t>(b)});
         ws.left[k] -= n;
         ws.consumed[k] += n;
         ws.room[rail] -= n;
@@ -184,65 +215,53 @@ void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
     // Stream order by an integer key: category, then (for bytes that need redistribution) the
     // final GPU's heat rank, then origin, then final; a rail has at most one piece of a block, so
     // the key is unique and its low bits can carry the piece's index.
-    if (walk) {
-        for (std::size_t f = 0; f < ug; ++f) ws.by_heat[f] = static_cast<int>(f);
-        if (!heat_rank.empty())
-            for (std::size_t f = 0; f < ug; ++f) ws.by_heat[heat_rank[f]] = static_cast<int>(f);
-    }
     for (std::size_t i = 0; i < ug; ++i) {
+        const std::vector<piece>& taken = ws.taken[i];
         auto& list = out[i];
-        const std::size_t n = list.size();
+        const std::size_t n = taken.size();
         if (walk) {
             // A rail with at least G^2 / 8 pieces walks the blocks in stream order
             // (stream_before) and picks its pieces from them, O(G^2) instead of sorting; one with
-            // fewer clears its entries and is sorted below.
+            // fewer clears its entries and is sorted below. The walk does not branch on whether
+            // a block has a piece (that is data, and mispredicts): every block writes a slot and
+            // only a piece advances the cursor, into an index list one longer than needed.
             std::uint32_t* at = ws.piece_at.data() + i * ug * ug;
             if (n * 8 < ug * ug) {
-                for (const piece& p : list)
+                for (const piece& p : taken)
                     at[static_cast<std::size_t>(p.origin) * ug + static_cast<std::size_t>(p.final)] = 0;
             } else {
-                ws.sorted.clear();
-                auto pick = [&](std::size_t a, std::size_t b) {
+                ws.keys.resize(n + 1);
+                std::uint64_t* order = ws.keys.data();
+                std::size_t cursor = 0;
+                walk_stream_order(i, ws.by_heat, !heat_rank.empty(), [&](std::size_t a, std::size_t b) {
                     std::uint32_t& x = at[a * ug + b];
-                    if (x != 0) {
-                        ws.sorted.push_back(list[x - 1]);
-                        x = 0;
-                    }
-                };
-                for (const int f : ws.by_heat) // own bytes that need redistribution
-                    if (static_cast<std::size_t>(f) != i) pick(i, static_cast<std::size_t>(f));
-                if (heat_rank.empty()) { // bytes that need both moves
-                    for (std::size_t a = 0; a < ug; ++a)
-                        for (std::size_t b = 0; b < ug; ++b)
-                            if (a != i && b != i) pick(a, b);
-                } else {
-                    for (const int f : ws.by_heat)
-                        if (static_cast<std::size_t>(f) != i)
-                            for (std::size_t a = 0; a < ug; ++a)
-                                if (a != i) pick(a, static_cast<std::size_t>(f));
-                }
-                for (std::size_t a = 0; a < ug; ++a) // bytes already on their final rail
-                    if (a != i) pick(a, i);
-                pick(i, i); // the diagonal block
-                std::copy(ws.sorted.begin(), ws.sorted.end(), list.begin());
+                    order[cursor] = x - 1;
+                    cursor += x != 0;
+                    x = 0;
+                });
+                list.resize(n);
+                for (std::size_t k = 0; k < n; ++k) list[k] = taken[order[k]];
                 continue;
             }
         }
-        if (n < 2) continue;
+        if (n < 2) {
+            list.assign(taken.begin(), taken.end());
+            continue;
+        }
         if (ug < (std::size_t{1} << 12) && n < (std::size_t{1} << 24)) {
             ws.keys.resize(n);
             for (std::size_t k = 0; k < n; ++k) {
-                const piece& p = list[k];
+                const piece& p = taken[k];
                 const auto cat = static_cast<std::uint64_t>(stream_rank(p, static_cast<int>(i)));
                 const std::uint64_t hot = cat <= 1 && !heat_rank.empty() ? heat_rank[static_cast<std::size_t>(p.final)] : 0;
                 ws.keys[k] = (cat << 60) | (hot << 48) | (static_cast<std::uint64_t>(p.origin) << 36) |
                              (static_cast<std::uint64_t>(p.final) << 24) | k;
             }
             std::sort(ws.keys.begin(), ws.keys.end());
-            ws.sorted.resize(n);
-            for (std::size_t k = 0; k < n; ++k) ws.sorted[k] = list[ws.keys[k] & 0xffffff];
-            std::copy(ws.sorted.begin(), ws.sorted.end(), list.begin());
+            list.resize(n);
+            for (std::size_t k = 0; k < n; ++k) list[k] = taken[ws.keys[k] & 0xffffff];
         } else { // thousands of GPUs per server: compare directly
+            list.assign(taken.begin(), taken.end());
             std::sort(list.begin(), list.end(), [&](const piece& x, const piece& y) {
                 const int rx = stream_rank(x, static_cast<int>(i));
                 const int ry = stream_rank(y, static_cast<int>(i));
