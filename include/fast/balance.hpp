@@ -38,21 +38,33 @@ namespace detail {
 /// redistribution first (they need no balancing, so the first stage can start at once), then
 /// bytes that need both moves, then bytes already on their final rail, and the rail's own
 /// diagonal block last (the last stage then needs little redistribution, which would be
-/// exposed). Bytes that need redistribution go hottest final GPU first (`heat`: how much each
-/// final GPU receives in all): a GPU that receives far more than its share needs all the time
-/// the big middle stages give to take its bytes over scale-up.
-[[nodiscard]] constexpr int stream_rank(const piece& p, int rail) noexcept {
+/// exposed). A stream without own bytes of the first kind (a rail that carries bytes for its
+/// own hot GPU) has its diagonal block first instead: it needs no balancing either, and the
+/// stream's end already needs no redistribution. Bytes that need redistribution go hottest
+/// final GPU first (`heat`: how much each final GPU receives in all): a GPU that receives far
+/// more than its share needs all the time the big middle stages give to take its bytes over
+/// scale-up.
+[[nodiscard]] constexpr int stream_rank(const piece& p, int rail, bool diagonal = false) noexcept {
     const bool own = p.origin == rail;
     const bool lands = p.final == rail;
-    return own ? (lands ? 3 : 0) : (lands ? 2 : 1);
+    return own ? (lands ? (diagonal ? 0 : 4) : 1) : (lands ? 3 : 2);
+}
+
+/// Whether a rail's stream `pieces` puts its diagonal block first (see stream_rank).
+template <class Pieces>
+[[nodiscard]] bool diagonal_first(const Pieces& pieces, int rail) noexcept {
+    for (const piece& p : pieces)
+        if (stream_rank(p, rail) == 1) return false;
+    return true;
 }
 
 [[nodiscard]] inline bool stream_before(const piece& x, const piece& y, int rail,
-                                        std::span<const std::int64_t> heat = {}) noexcept {
-    const int rx = stream_rank(x, rail);
-    const int ry = stream_rank(y, rail);
+                                        std::span<const std::int64_t> heat = {},
+                                        bool diagonal = false) noexcept {
+    const int rx = stream_rank(x, rail, diagonal);
+    const int ry = stream_rank(y, rail, diagonal);
     if (rx != ry) return rx < ry;
-    if (rx <= 1 && !heat.empty() && x.final != y.final) {
+    if ((rx == 1 || rx == 2) && !heat.empty() && x.final != y.final) {
         const std::int64_t hx = heat[static_cast<std::size_t>(x.final)];
         const std::int64_t hy = heat[static_cast<std::size_t>(y.final)];
         if (hx != hy) return hx > hy;
@@ -126,16 +138,17 @@ inline void heat_ranks(std::span<const std::int64_t> heat, std::span<std::uint32
 }
 
 /// Calls visit(origin, final) for every block of a G x G tile in rail `rail`'s stream order
-/// (stream_before), given the final GPUs hottest first (`by_heat`; `heat` false: no heat, so
-/// by_heat is 0 .. G - 1 and ties go by origin).
+/// (stream_before with `diagonal`), given the final GPUs hottest first (`by_heat`; `heat`
+/// false: no heat, so by_heat is 0 .. G - 1 and ties go by origin).
 template <class Visit>
-void walk_stream_order(std::size_t rail, std::span<const int> by_heat, bool heat, Visit&& visit) {
+void walk_stream_order(std::size_t rail, std::span<const int> by_heat, bool heat, bool diagonal, Visit&& visit) {
     const std::size_t g = by_heat.size();
     // Every origin but the rail itself, in order, without a branch per block.
     auto others = [&](auto&& each) {
         for (std::size_t a = 0; a < rail; ++a) each(a);
         for (std::size_t a = rail + 1; a < g; ++a) each(a);
     };
+    if (diagonal) visit(rail, rail);
     for (const int f : by_heat) // own bytes that need redistribution
         if (static_cast<std::size_t>(f) != rail) visit(rail, static_cast<std::size_t>(f));
     if (!heat) { // bytes that need both moves
@@ -145,7 +158,7 @@ void walk_stream_order(std::size_t rail, std::span<const int> by_heat, bool heat
             if (static_cast<std::size_t>(f) != rail) others([&](std::size_t a) { visit(a, static_cast<std::size_t>(f)); });
     }
     others([&](std::size_t a) { visit(a, rail); }); // bytes already on their final rail
-    visit(rail, rail);                               // the diagonal block
+    if (!diagonal) visit(rail, rail);
 }
 
 /// Assigns the bytes of a G x G tile (block (a, b) at tile[a * stride + b]) to G rails with
@@ -219,6 +232,7 @@ void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
         const std::vector<piece>& taken = ws.taken[i];
         auto& list = out[i];
         const std::size_t n = taken.size();
+        const bool diagonal = diagonal_first(taken, static_cast<int>(i));
         if (walk) {
             // A rail with at least G^2 / 8 pieces walks the blocks in stream order
             // (stream_before) and picks its pieces from them, O(G^2) instead of sorting; one with
@@ -233,7 +247,7 @@ void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
                 ws.keys.resize(n + 1);
                 std::uint64_t* order = ws.keys.data();
                 std::size_t cursor = 0;
-                walk_stream_order(i, ws.by_heat, !heat_rank.empty(), [&](std::size_t a, std::size_t b) {
+                walk_stream_order(i, ws.by_heat, !heat_rank.empty(), diagonal, [&](std::size_t a, std::size_t b) {
                     std::uint32_t& x = at[a * ug + b];
                     order[cursor] = x - 1;
                     cursor += x != 0;
@@ -252,8 +266,8 @@ void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
             ws.keys.resize(n);
             for (std::size_t k = 0; k < n; ++k) {
                 const piece& p = taken[k];
-                const auto cat = static_cast<std::uint64_t>(stream_rank(p, static_cast<int>(i)));
-                const std::uint64_t hot = cat <= 1 && !heat_rank.empty() ? heat_rank[static_cast<std::size_t>(p.final)] : 0;
+                const auto cat = static_cast<std::uint64_t>(stream_rank(p, static_cast<int>(i), diagonal));
+                const std::uint64_t hot = (cat == 1 || cat == 2) && !heat_rank.empty() ? heat_rank[static_cast<std::size_t>(p.final)] : 0;
                 ws.keys[k] = (cat << 60) | (hot << 48) | (static_cast<std::uint64_t>(p.origin) << 36) |
                              (static_cast<std::uint64_t>(p.final) << 24) | k;
             }
@@ -263,10 +277,10 @@ void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
         } else { // thousands of GPUs per server: compare directly
             list.assign(taken.begin(), taken.end());
             std::sort(list.begin(), list.end(), [&](const piece& x, const piece& y) {
-                const int rx = stream_rank(x, static_cast<int>(i));
-                const int ry = stream_rank(y, static_cast<int>(i));
+                const int rx = stream_rank(x, static_cast<int>(i), diagonal);
+                const int ry = stream_rank(y, static_cast<int>(i), diagonal);
                 if (rx != ry) return rx < ry;
-                if (rx <= 1 && !heat_rank.empty() && x.final != y.final)
+                if ((rx == 1 || rx == 2) && !heat_rank.empty() && x.final != y.final)
                     return heat_rank[static_cast<std::size_t>(x.final)] < heat_rank[static_cast<std::size_t>(y.final)];
                 return std::pair(x.origin, x.final) < std::pair(y.origin, y.final);
             });

@@ -210,8 +210,9 @@ private:
         });
     }
 
-    // The pair totals t(s, d) and each GPU's inter-server bytes; with `shares`, also the
-    // balanced shares per (s, d, rail) and the per-GPU server matrix M(s, d) = ceil(t / G).
+    // The pair totals t(s, d) and each GPU's inter-server bytes sent and received; with
+    // `shares`, also the balanced shares per (s, d, rail) and the per-GPU server matrix
+    // M(s, d) = ceil(t / G).
     void compute_shares(const traffic_matrix& m, bool shares = true) {
         const auto us = static_cast<std::size_t>(topo_.servers);
         const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
@@ -222,6 +223,7 @@ private:
         }
         pair_.assign(us * us, 0);
         gpu_out_.assign(us * ug, 0);
+        gpu_in_.assign(us * ug, 0);
         own_.resize(ug);
         rank_order_.resize(ug);
         for (std::size_t s = 0; s < us; ++s)
@@ -231,7 +233,10 @@ private:
                 std::int64_t total = 0;
                 for (std::size_t a = 0; a < ug; ++a) {
                     own_[a] = 0;
-                    for (std::size_t b = 0; b < ug; ++b) own_[a] += tile[a * stride + b];
+                    for (std::size_t b = 0; b < ug; ++b) {
+                        own_[a] += tile[a * stride + b];
+                        gpu_in_[d * ug + b] += tile[a * stride + b];
+                    }
                     total += own_[a];
                 }
                 if (shares) {
@@ -253,20 +258,39 @@ private:
     // factor: the busiest receiving GPU can be far hotter (MoE experts), but streams carry the
     // bytes for hot receivers first, so the last, shrinking steps hold bytes for cold ones.
     [[nodiscard]] double ramp_growth() const {
-        if (options_.ramp <= 0) return 0.0;
+        return growth_for(busiest_share(gpu_out_) * std::max(1, topo_.gpus_per_server - 1));
+    }
+
+    // The factor for the busiest receiving GPU (share f of its server's inbound bytes): of a
+    // step's G D landed bytes, f G D are its own and D arrive on its own rail, so f G D - D come
+    // over scale-up after the step. 0 unless that is more than the senders' factor allows: then
+    // the receivers decide the shape (see shape_steps).
+    [[nodiscard]] double drop_growth() const {
+        const double drop = growth_for(busiest_share(gpu_in_) * topo_.gpus_per_server - 1);
+        return drop < ramp_growth() ? drop : 0.0;
+    }
+
+    // The largest share of its server's inter-server bytes that one GPU has in `bytes` (per GPU).
+    [[nodiscard]] double busiest_share(const std::vector<std::int64_t>& bytes) const {
         const auto us = static_cast<std::size_t>(topo_.servers);
         const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
         double f = 1.0 / static_cast<double>(ug);
         for (std::size_t s = 0; s < us; ++s) {
-            std::int64_t out = 0;
-            for (std::size_t a = 0; a < ug; ++a) out += gpu_out_[s * ug + a];
-            if (out > 0)
+            std::int64_t all = 0;
+            for (std::size_t a = 0; a < ug; ++a) all += bytes[s * ug + a];
+            if (all > 0)
                 for (std::size_t a = 0; a < ug; ++a)
-                    f = std::max(f, static_cast<double>(gpu_out_[s * ug + a]) / static_cast<double>(out));
+                    f = std::max(f, static_cast<double>(bytes[s * ug + a]) / static_cast<double>(all));
         }
-        const double moved = std::max(1.0, static_cast<double>(ug) - 1.0);
+        return f;
+    }
+
+    // How much longer a step may be than its neighbour when `moved` times its bytes cross
+    // scale-up during the `window` steps beside it, at most `ramp` of their room.
+    [[nodiscard]] double growth_for(double moved) const {
+        if (options_.ramp <= 0) return 0.0;
         const double room = options_.ramp * options_.window * topo_.scale_up_gbps / topo_.scale_out_gbps;
-        return std::clamp(room / (f * moved), 1.5, 16.0);
+        return std::clamp(room / std::max(moved, 1e-3), 1.5, 16.0);
     }
 
     // --- beyond the paper ---------------------------------------------------------------------
@@ -310,7 +334,7 @@ private:
         std::iota(sequence_.begin(), sequence_.end(), std::size_t{0});
         detail::build_uniform_rails(stages_, sequence_, share_, topo_.gpus_per_server, 1, left_, schedule_);
         const double growth = ramp_growth();
-        detail::shape_steps(schedule_, growth, alpha_bytes(options_.min_step_alphas), schedule_ws_);
+        detail::shape_steps(schedule_, growth, alpha_bytes(options_.min_step_alphas), 0, schedule_ws_);
         slots_of_.build(schedule_);
         emit(m, detail::gather_timing::windowed, share_, detail::rail_preference::own_first);
     }
@@ -328,8 +352,7 @@ private:
         const std::int64_t min_step = alpha_bytes(options_.min_step_alphas);
         const std::int64_t max_step = detail::saturate(options_.max_step_share * static_cast<double>(line) / g);
         detail::build_rail_packed(stages_, pair_, g, min_step, max_step, schedule_, schedule_ws_);
-        const double growth = ramp_growth();
-        detail::shape_steps(schedule_, growth, min_step, schedule_ws_);
+        detail::shape_steps(schedule_, ramp_growth(), min_step, drop_growth(), schedule_ws_);
         // What each rail carries for each pair follows from the schedule.
         slots_of_.build(schedule_);
         const auto us = static_cast<std::size_t>(topo_.servers);
@@ -458,6 +481,7 @@ private:
     std::vector<std::int64_t> server_;
     std::vector<std::int64_t> pair_;
     std::vector<std::int64_t> gpu_out_; // per GPU: inter-server bytes sent
+    std::vector<std::int64_t> gpu_in_;  // per GPU: inter-server bytes received
     std::vector<std::int64_t> capacity_;
     std::vector<std::int64_t> own_;
     std::vector<int> rank_order_;

@@ -25,13 +25,14 @@ TEST_CASE("every byte of every inter-server tile is carried exactly once, in equ
                     const std::int64_t share = b.carried_bytes(s, d, i);
                     CHECK((share == total / g || share == total / g + 1));
                     const auto pieces = b.carried(s, d, i);
+                    const bool diagonal = detail::diagonal_first(pieces, i);
                     for (std::size_t k = 0; k < pieces.size(); ++k) {
                         const piece& p = pieces[k];
                         CHECK(p.bytes > 0);
                         // Pieces of one block are disjoint and consecutive coverage adds up.
                         CHECK(p.offset + p.bytes <= t(p.origin, p.final));
                         covered(p.origin, p.final) += p.bytes;
-                        if (k > 0) CHECK(detail::stream_before(pieces[k - 1], p, i));
+                        if (k > 0) CHECK(detail::stream_before(pieces[k - 1], p, i, {}, diagonal));
                     }
                 }
                 CHECK(covered == t);
@@ -52,10 +53,11 @@ TEST_CASE("a GPU keeps its own bytes up to its share; moves go to rails of their
     const auto rail0 = b.carried(0, 1, 0);
     REQUIRE(rail0.size() == 1);
     CHECK(rail0[0] == piece{0, 6, 0, 1});
+    // Rail 1 has no own bytes that need redistribution, so its diagonal block goes first.
     const auto rail1 = b.carried(0, 1, 1);
     REQUIRE(rail1.size() == 2);
-    CHECK(rail1[0] == piece{6, 4, 0, 1}); // moved: needs balancing, lands on its final GPU
-    CHECK(rail1[1] == piece{0, 2, 1, 1}); // its own, on its own rail: no move at all
+    CHECK(rail1[0] == piece{0, 2, 1, 1}); // its own, on its own rail: no move at all
+    CHECK(rail1[1] == piece{6, 4, 0, 1}); // moved: needs balancing, lands on its final GPU
 }
 
 TEST_CASE("with landing_first a rail takes the bytes that land on its GPU before its own") {
@@ -65,9 +67,9 @@ TEST_CASE("with landing_first a rail takes the bytes that land on its GPU before
     std::vector<piece> rails[2];
     detail::assign_tile(tile, 2, 2, std::span<const std::int64_t>(capacity), ws,
                         std::span<std::vector<piece>>(rails), {}, detail::rail_preference::landing_first);
-    REQUIRE(rails[1].size() == 2);
-    CHECK(rails[1][0] == piece{0, 4, 0, 1});
-    CHECK(rails[1][1] == piece{0, 2, 1, 1});
+    REQUIRE(rails[1].size() == 2); // no own bytes that need redistribution: the diagonal block first
+    CHECK(rails[1][0] == piece{0, 2, 1, 1});
+    CHECK(rails[1][1] == piece{0, 4, 0, 1});
     REQUIRE(rails[0].size() == 1);
     CHECK(rails[0][0] == piece{4, 6, 0, 1});
 }

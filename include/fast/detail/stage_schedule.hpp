@@ -206,8 +206,11 @@ inline void build_uniform_rails(const decomposition& stages, std::span<const std
 /// same duration D: the largest D at which the remaining stage pieces fill G cells (a piece of
 /// duration w fills floor(w / D) of them, a "water level"). Below `min_step` bytes a step's alpha
 /// outweighs keeping every rail busy: pieces are then not split finer, each takes a cell whole
-/// and some rails may idle. No step is longer than `max_step` bytes, which bounds scratch: a
-/// step's gathered and landed bytes are staged. Steps come out longest first, numbered from 1.
+/// and some rails may idle. When every remaining piece fits in G cells no longer than the step
+/// would be anyway, the step ends the schedule: each piece takes ceil(w / D) cells at the
+/// shortest such D (a ragged tail of short steps would cost an alpha each and leave rails
+/// idle). No step is longer than `max_step` bytes, which bounds scratch: a step's gathered and
+/// landed bytes are staged. Steps come out longest first, numbered from 1.
 inline void build_rail_packed(const decomposition& stages, std::span<const std::int64_t> pair_bytes,
                               int g, std::int64_t min_step, std::int64_t max_step, stage_schedule& out,
                               schedule_workspace& ws) {
@@ -239,9 +242,18 @@ inline void build_rail_packed(const decomposition& stages, std::span<const std::
     order.clear();
     for (std::size_t k = 0; k < k_count; ++k)
         if (duration[k] > 0) order.push_back(k);
+    // Cells of at most d bytes (rounding the pieces down, or up to finish them), counted only
+    // until they exceed G: the sums could overflow with huge pieces and tiny d.
     const auto cells_at = [&](std::int64_t d) {
         std::int64_t n = 0;
-        for (const std::size_t k : order) n += duration[k] / d;
+        for (const std::size_t k : order)
+            if ((n += std::min<std::int64_t>(duration[k] / d, g + 1)) > g) break;
+        return n;
+    };
+    const auto cells_to_finish = [&](std::int64_t d) {
+        std::int64_t n = 0;
+        for (const std::size_t k : order)
+            if ((n += std::min<std::int64_t>(ceil_div(duration[k], d), g + 1)) > g) break;
         return n;
     };
     std::int32_t step = 0;
@@ -255,13 +267,23 @@ inline void build_rail_packed(const decomposition& stages, std::span<const std::
             const std::int64_t mid = lo + (hi - lo + 1) / 2;
             if (cells_at(mid) >= want) lo = mid; else hi = mid - 1;
         }
-        const std::int64_t level = std::min(std::max(lo, std::min(min_step, duration[order.front()])),
-                                            std::max<std::int64_t>(max_step, 1));
+        std::int64_t level = std::min(std::max(lo, std::min(min_step, duration[order.front()])),
+                                      std::max<std::int64_t>(max_step, 1));
+        // The last step: the shortest D at which every piece fits in G cells of at most D.
+        const bool last = cells_to_finish(level) <= want;
+        if (last) {
+            hi = level;
+            while (lo < hi) {
+                const std::int64_t mid = lo + (hi - lo) / 2;
+                if (cells_to_finish(mid) <= want) hi = mid; else lo = mid + 1;
+            }
+            level = hi;
+        }
         ++step;
         int rail = 0;
         for (const std::size_t k : order) {
             if (rail >= g) break;
-            std::int64_t cells = std::min<std::int64_t>(duration[k] / level, g - rail);
+            std::int64_t cells = std::min<std::int64_t>(last ? ceil_div(duration[k], level) : duration[k] / level, g - rail);
             if (cells == 0) {
                 if (level == lo) continue; // shorter than a full cell: a later, shorter step
                 cells = 1;                 // below min_step: takes a cell whole
@@ -306,8 +328,16 @@ inline void step_lengths(const stage_schedule& sc, std::vector<std::int64_t>& le
 /// and every step on the falling side at most `growth` times its successor (redistribution of
 /// the previous step must fit under it), with the first and last steps at most `edge` bytes;
 /// longer steps are split (the split-off part keeps the slot's permutation, each server sending
-/// min(part, its bytes)). Steps are renumbered 1, 2, ...
-inline void shape_steps(stage_schedule& sc, double growth, std::int64_t edge, schedule_workspace& ws) {
+/// min(part, its bytes)). A step up to a quarter over its limit stays whole (the ramp's share
+/// leaves that room; a split costs an alpha), and one shorter than `edge` lets the next grow as
+/// much as an `edge`-long one would (a few exposed bytes cost less than further splits).
+///
+/// With `drop` > 0 the receivers are hotter than the senders. Streams carry the bytes of hot
+/// receivers first, so the early steps are the ones with redistribution to expose: the longest
+/// step then comes first, after its rising ramp, and every other step follows it, longest first;
+/// the step after it must be at least 1 / `drop` of it (parts of the longest step are split off
+/// after it until it is). Steps are renumbered 1, 2, ...
+inline void shape_steps(stage_schedule& sc, double growth, std::int64_t edge, double drop, schedule_workspace& ws) {
     const auto us = static_cast<std::size_t>(sc.servers);
     const auto k_count = static_cast<std::size_t>(sc.last_step);
     if (sc.slots.empty()) return;
@@ -334,51 +364,75 @@ inline void shape_steps(stage_schedule& sc, double growth, std::int64_t edge, sc
     stable_sort_by(ws.order, ws.keys, length);
     ws.rising.clear();
     ws.falling.clear();
-    for (std::size_t j = 0; j < ws.order.size(); ++j) (j % 2 == 0 ? ws.rising : ws.falling).push_back(ws.order[j]);
+    if (drop > 0) {
+        ws.rising.push_back(ws.order.back());
+        ws.falling.assign(ws.order.begin(), ws.order.end() - 1);
+    } else {
+        for (std::size_t j = 0; j < ws.order.size(); ++j) (j % 2 == 0 ? ws.rising : ws.falling).push_back(ws.order[j]);
+    }
     // rising is ascending; falling (ascending too) is walked from the end backwards.
     // The peak (the longest step) belongs to the rising side; the falling side ramps towards the
     // end, so it is built ascending from the last step backwards.
     if (!ws.falling.empty() && !ws.rising.empty() && length(ws.falling.back()) > length(ws.rising.back()))
         std::swap(ws.falling.back(), ws.rising.back());
+    // Splits `amount` off every slot of `step` into new slots numbered `step_number`; the part
+    // keeps each slot's permutation, each server sending min(amount, its bytes).
+    auto carve = [&](std::size_t step, std::int64_t amount, std::int32_t step_number) {
+        for (std::size_t j = ws.begin[step]; j < ws.begin[step + 1]; ++j) {
+            const auto x = sc.slots[ws.members[j]];
+            const std::size_t b = sc.add_bytes();
+            std::int64_t* nb = sc.bytes.data() + b * us;
+            std::int64_t* xb = sc.bytes.data() + x.bytes * us;
+            for (std::size_t s = 0; s < us; ++s) {
+                nb[s] = std::min(amount, xb[s]);
+                xb[s] -= nb[s];
+            }
+            sc.slots.push_back({x.rail, step_number, x.perm, b});
+        }
+    };
     // Makes an ascending list of steps grow by at most `growth` from `edge`: the steps of a side
     // are numbered 1, 2, ... in order (`sign` tells the sides apart until both are known).
+    // Returns how many there are and the length of the last.
     auto ramp = [&](const std::vector<std::size_t>& side, std::int32_t sign) {
         std::int32_t number = 0;
+        std::int64_t last = 0;
         std::int64_t limit = edge;
         for (const std::size_t step : side) {
-            while (growth > 1 && length(step) > limit && limit > 0) {
+            while (growth > 1 && length(step) - limit > limit / 4 && limit > 0) {
                 // Carve `limit` off unless that would leave a shorter remainder behind it; then
-                // cut the step in two equal halves instead (each under the limit). The part
-                // keeps each slot's permutation, each server sending min(part, its bytes).
+                // cut the step in two equal halves instead (each under the limit).
                 const std::int64_t n = length(step);
                 const std::int64_t cut = n - limit >= limit ? limit : n / 2;
-                ++number;
-                for (std::size_t j = ws.begin[step]; j < ws.begin[step + 1]; ++j) {
-                    const auto x = sc.slots[ws.members[j]];
-                    const std::size_t b = sc.add_bytes();
-                    std::int64_t* nb = sc.bytes.data() + b * us;
-                    std::int64_t* xb = sc.bytes.data() + x.bytes * us;
-                    for (std::size_t s = 0; s < us; ++s) {
-                        nb[s] = std::min(cut, xb[s]);
-                        xb[s] -= nb[s];
-                    }
-                    sc.slots.push_back({x.rail, sign * number, x.perm, b});
-                }
+                carve(step, cut, sign * ++number);
+                last = cut;
                 // Strictly growing, even where rounding would keep a tiny limit in place.
                 limit = std::max(cut + 1, saturate(growth * static_cast<double>(cut)));
             }
             const std::int64_t n = length(step);
             if (n > 0) {
                 ++number;
+                last = n;
                 for (std::size_t j = ws.begin[step]; j < ws.begin[step + 1]; ++j)
                     sc.slots[ws.members[j]].step = sign * number;
             }
-            limit = std::max(limit, saturate(growth * static_cast<double>(n)));
+            limit = std::max(limit, saturate(growth * static_cast<double>(std::max(n, edge))));
         }
-        return number;
+        return std::pair(number, last);
     };
-    const std::int32_t rising = ramp(ws.rising, 1);
-    const std::int32_t falling = ramp(ws.falling, -1);
+    const std::int32_t rising = ramp(ws.rising, 1).first;
+    auto [falling, next] = ramp(ws.falling, -1);
+    if (falling == 0) next = edge;
+    // With `drop`, the rising side ends with what is left of the longest step (never empty: a
+    // carve leaves a remainder). The step after it takes its redistribution: split parts off
+    // it, each the next step after it, until that holds.
+    while (drop > 0 && rising > 0) {
+        const std::int64_t peak = length(ws.rising.back());
+        // Strictly growing, even where rounding would keep a tiny `next` in place.
+        const std::int64_t allowed = next == 0 ? 0 : std::max(next + 1, saturate(drop * static_cast<double>(next)));
+        if (peak <= allowed || allowed == 0 || peak < 2) break;
+        next = std::min(allowed, peak / 2);
+        carve(ws.rising.back(), next, -++falling);
+    }
     sc.slots.erase(std::remove_if(sc.slots.begin(), sc.slots.end(),
                                   [&](const stage_schedule::slot& x) { return sc.longest(x) == 0; }),
                    sc.slots.end());
