@@ -6,7 +6,8 @@
 //   build/benchmarks/planner_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 //
 // FAST_MEGATRON=path/to/megatron_moe_4x8.txt adds the 600 real MoE matrices (every iteration
-// plans the next matrix).
+// plans the next matrix). decompose/{warm,cold} time the decomposition alone, with and without
+// warm-started matchings; plan_fresh against plan_reused is what reusing a planner saves.
 
 #include <benchmark/benchmark.h>
 
@@ -93,6 +94,25 @@ void plan_megatron(benchmark::State& state, fast::policy policy) {
     state.counters["stages"] = stages / static_cast<double>(all.size());
 }
 
+// The decomposition alone, on the exact policy's input (the balanced per-GPU server matrix,
+// padded), where stages are many: warm-started matchings (each stage repairs the previous
+// matching) against a fresh matching per stage.
+void decompose(benchmark::State& state, fast::matching_rule rule, bool cold) {
+    const fast::topology t = fast::make_topology(static_cast<int>(state.range(0)), 8);
+    const fast::traffic_matrix m = workload("zipf", t);
+    const std::vector<std::int64_t> input = fast::detail::to_flat(fast::pad_to_regular(fast::balance(m, t).server_matrix));
+    fast::detail::decompose_workspace ws;
+    ws.cold_starts = cold;
+    fast::decomposition out;
+    std::vector<std::int64_t> a;
+    for (auto _ : state) {
+        a = input;
+        fast::detail::decompose_flat(a, t.servers, rule, out, ws);
+        benchmark::DoNotOptimize(out.weights.data());
+    }
+    state.counters["stages"] = static_cast<double>(out.size());
+}
+
 void sizes(benchmark::internal::Benchmark* b) {
     for (const int s : {4, 8, 16, 32, 64, 128}) b->Arg(s);
     b->Unit(benchmark::kMicrosecond);
@@ -107,6 +127,10 @@ BENCHMARK_CAPTURE(plan_reused, zipf_bottleneck, std::string("zipf"), fast::polic
     ->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(plan_reused, zipf_exact, std::string("zipf"), fast::policy::exact)
     ->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(decompose, warm, fast::matching_rule::any, false)
+    ->Arg(16)->Arg(32)->Arg(64)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(decompose, cold, fast::matching_rule::any, true)
+    ->Arg(16)->Arg(32)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(plan_megatron, rail_packed, fast::policy::rail_packed)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(plan_megatron, exact, fast::policy::exact)->Unit(benchmark::kMicrosecond);
 

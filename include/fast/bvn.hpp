@@ -91,6 +91,9 @@ inline std::int64_t pad_flat(std::vector<std::int64_t>& a, int n, std::vector<st
 /// Buffers of decompose_flat, kept between calls.
 struct decompose_workspace {
     bipartite_matching matching;
+    /// Restart the matching from scratch at every stage instead of repairing the last one: what
+    /// warm starts save (benchmarks/planner_bench's decompose_cold), never what plans use.
+    bool cold_starts = false;
     bit_rows edges;
     std::vector<std::vector<std::uint32_t>> by_value; // entries (r * n + c) by value, lazily
 };
@@ -125,6 +128,7 @@ inline void decompose_flat(std::vector<std::int64_t>& a, int n, matching_rule ru
             if (a[k] > 0 && a[k] < threshold) ws.by_value[static_cast<std::size_t>(a[k])].push_back(static_cast<std::uint32_t>(k));
     }
     while (remaining > 0) {
+        if (ws.cold_starts) matching.reset(n);
         if (!matching.complete(edges)) {
             if (rule == matching_rule::any || threshold == 1)
                 throw invalid_argument("decompose: the matrix does not have equal line sums");
