@@ -71,6 +71,21 @@ struct stage_schedule {
     }
 };
 
+/// Groups the slots by step, keeping their order within a step (a counting sort): the slots of
+/// step k are members[begin[k], begin[k + 1]).
+inline void slots_by_step(const stage_schedule& sc, std::vector<std::size_t>& begin,
+                          std::vector<std::size_t>& members) {
+    std::int32_t top = 0;
+    for (const auto& x : sc.slots) top = std::max(top, x.step);
+    begin.assign(static_cast<std::size_t>(top) + 2, 0);
+    for (const auto& x : sc.slots) ++begin[static_cast<std::size_t>(x.step) + 1];
+    std::partial_sum(begin.begin(), begin.end(), begin.begin());
+    members.resize(sc.slots.size());
+    for (std::size_t j = 0; j < sc.slots.size(); ++j) members[begin[static_cast<std::size_t>(sc.slots[j].step)]++] = j;
+    for (std::size_t k = begin.size() - 1; k > 0; --k) begin[k] = begin[k - 1]; // back to the starts
+    begin[0] = 0;
+}
+
 /// Per (server pair, rail), the slots that carry it, in step order (CSR, key (s * S + d) * G + i).
 class stream_slots {
 public:
@@ -78,15 +93,7 @@ public:
         const auto s = static_cast<std::size_t>(sc.servers);
         const auto g = static_cast<std::size_t>(sc.rails);
         offsets_.assign(s * s * g + 1, 0);
-        // The slots by step, stably (a counting sort).
-        std::int32_t top = 0;
-        for (const auto& x : sc.slots) top = std::max(top, x.step);
-        by_step_.assign(static_cast<std::size_t>(top) + 2, 0);
-        for (const auto& x : sc.slots) ++by_step_[static_cast<std::size_t>(x.step) + 1];
-        std::partial_sum(by_step_.begin(), by_step_.end(), by_step_.begin());
-        order_.resize(sc.slots.size());
-        for (std::size_t k = 0; k < sc.slots.size(); ++k)
-            order_[by_step_[static_cast<std::size_t>(sc.slots[k].step)]++] = k;
+        slots_by_step(sc, by_step_, order_);
         auto key = [&](std::size_t src, std::int32_t dst, std::int32_t rail) {
             return (src * s + static_cast<std::size_t>(dst)) * g + static_cast<std::size_t>(rail);
         };
@@ -134,8 +141,8 @@ struct schedule_workspace {
     std::vector<std::size_t> perm_of;   // per stage: its permutation in the schedule
     std::vector<std::size_t> order;     // stages (build_rail_packed) or steps (shape_steps)
     std::vector<std::pair<std::int64_t, std::size_t>> keys; // for sorting `order` stably
-    std::vector<std::size_t> members;   // shape_steps: slots grouped by step
-    std::vector<std::size_t> begin;     // shape_steps: step j's slots are members[begin[j], begin[j + 1])
+    std::vector<std::size_t> members;   // shape_steps: slots grouped by step (slots_by_step)
+    std::vector<std::size_t> begin;     // shape_steps: step k's slots are members[begin[k], begin[k + 1])
     std::vector<std::size_t> rising;    // shape_steps: steps of the pyramid's two sides
     std::vector<std::size_t> falling;
 };
@@ -339,17 +346,8 @@ inline void step_lengths(const stage_schedule& sc, std::vector<std::int64_t>& le
 /// after it until it is). Steps are renumbered 1, 2, ...
 inline void shape_steps(stage_schedule& sc, double growth, std::int64_t edge, double drop, schedule_workspace& ws) {
     const auto us = static_cast<std::size_t>(sc.servers);
-    const auto k_count = static_cast<std::size_t>(sc.last_step);
     if (sc.slots.empty()) return;
-    // Slots of each step (steps 1 .. k_count) as members[begin[j], begin[j + 1]) for j = step - 1.
-    ws.begin.assign(k_count + 1, 0);
-    for (const auto& x : sc.slots) ++ws.begin[static_cast<std::size_t>(x.step)];
-    std::partial_sum(ws.begin.begin(), ws.begin.end(), ws.begin.begin());
-    ws.members.resize(sc.slots.size());
-    for (std::size_t j = 0; j < sc.slots.size(); ++j)
-        ws.members[ws.begin[static_cast<std::size_t>(sc.slots[j].step - 1)]++] = j;
-    for (std::size_t j = k_count; j > 0; --j) ws.begin[j] = ws.begin[j - 1]; // back to the starts
-    ws.begin[0] = 0;
+    slots_by_step(sc, ws.begin, ws.members);
     // Every slot gets its new step from the side it ends up on (see below); 0 until then.
     for (auto& x : sc.slots) x.step = 0;
     auto length = [&](std::size_t step) {
@@ -359,8 +357,8 @@ inline void shape_steps(stage_schedule& sc, double growth, std::int64_t edge, do
         return n;
     };
     ws.order.clear();
-    for (std::size_t j = 0; j < k_count; ++j)
-        if (ws.begin[j + 1] > ws.begin[j]) ws.order.push_back(j);
+    for (std::size_t k = 0; k + 1 < ws.begin.size(); ++k)
+        if (ws.begin[k + 1] > ws.begin[k]) ws.order.push_back(k);
     stable_sort_by(ws.order, ws.keys, length);
     ws.rising.clear();
     ws.falling.clear();
