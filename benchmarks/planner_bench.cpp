@@ -28,7 +28,13 @@ fast::traffic_matrix workload(const std::string& name, const fast::topology& t) 
     return fast::make_moe(t, o, bytes_per_gpu, 1);
 }
 
+// Counters of the last plan, after the verifier has passed it (a plan that fails is an error,
+// not a figure).
 void report(benchmark::State& state, const fast::plan& p, const fast::traffic_matrix& m) {
+    if (const fast::verification v = fast::verify(p, m); !v.ok()) {
+        state.SkipWithError(("the plan does not verify: " + v.message()).c_str());
+        return;
+    }
     state.counters["stages"] = static_cast<double>(fast::count_stages(p));
     state.counters["steps"] = static_cast<double>(p.steps());
     state.counters["transfers"] = static_cast<double>(p.transfers.size());
