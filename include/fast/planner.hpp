@@ -109,6 +109,9 @@ struct plan_options {
     /// The default quantum: this fraction of the busiest line's average entry. Rounding then
     /// costs about half of it per line, while a line needs far fewer stages than exact BvN.
     double quantum_fraction = 0.1;
+    /// Rail-packed policy without a fixed `quantum`: the quanta tried, quantum_fraction times 1,
+    /// 2, ..., quantum_choices; the schedule predicted fastest is kept (docs/algorithm.md).
+    int quantum_choices = 3;
     /// Ramps of the bottleneck and rail-packed policies (0: none). Balancing for a step and
     /// redistribution after it run during the neighbouring steps; ramps keep consecutive steps
     /// close enough in length that this scale-up work is expected to fill at most this share of
@@ -135,6 +138,9 @@ public:
         validate(topo_);
         if (options_.chunks < 1)
             throw invalid_argument("chunks must be at least 1, got " + std::to_string(options_.chunks));
+        if (options_.quantum_choices < 1 || options_.quantum_choices > 64)
+            throw invalid_argument("quantum_choices must be between 1 and 64, got " +
+                                   std::to_string(options_.quantum_choices));
         if (options_.quantum < 0)
             throw invalid_argument("quantum must be non-negative, got " + std::to_string(options_.quantum));
         if (!(options_.ramp >= 0 && options_.ramp <= 1e6))
@@ -343,16 +349,35 @@ private:
         compute_shares(m, false);
         const int g = topo_.gpus_per_server;
         const std::int64_t line = largest_line(pair_);
-        const std::int64_t q = choose_quantum(line, g);
-        padded_ = pair_;
-        detail::quantise(padded_, q);
-        detail::pad_flat(padded_, topo_.servers, row_deficit_, col_deficit_);
-        detail::decompose_flat(padded_, topo_.servers, matching_rule::bottleneck, stages_, decompose_ws_);
-        detail::scale_weights(stages_, q);
         const std::int64_t min_step = alpha_bytes(options_.min_step_alphas);
         const std::int64_t max_step = detail::saturate(options_.max_step_share * static_cast<double>(line) / g);
-        detail::build_rail_packed(stages_, pair_, g, min_step, max_step, schedule_, schedule_ws_);
-        detail::shape_steps(schedule_, ramp_growth(), min_step, drop_growth(), schedule_ws_);
+        // Quantum candidates: a coarser quantum pads more but leaves fewer small stages, each
+        // a step with its alpha_out; which wins depends on the traffic. The schedule kept is the
+        // one whose step lengths plus alpha_out per step add up to the least (the cost model's
+        // time without scale-up exposure, which the ramps keep small; no emission needed).
+        const std::int64_t alpha = alpha_bytes(1.0);
+        const int choices = options_.quantum > 0 ? 1 : options_.quantum_choices;
+        const double growth = ramp_growth();
+        const double drop = drop_growth();
+        double best = 0;
+        for (int factor = 1; factor <= choices; ++factor) {
+            const std::int64_t q = detail::saturate(static_cast<double>(choose_quantum(line, g)) * factor);
+            padded_ = pair_;
+            detail::quantise(padded_, q);
+            detail::pad_flat(padded_, topo_.servers, row_deficit_, col_deficit_);
+            detail::decompose_flat(padded_, topo_.servers, matching_rule::bottleneck, stages_, decompose_ws_);
+            detail::scale_weights(stages_, q);
+            detail::build_rail_packed(stages_, pair_, g, min_step, max_step, candidate_, schedule_ws_);
+            detail::shape_steps(candidate_, growth, min_step, drop, schedule_ws_);
+            detail::step_lengths(candidate_, step_bytes_);
+            double cost = 0;
+            for (std::size_t k = 1; k < step_bytes_.size(); ++k)
+                cost += static_cast<double>(step_bytes_[k]) + static_cast<double>(alpha);
+            if (factor == 1 || cost < best) {
+                best = cost;
+                std::swap(candidate_, schedule_);
+            }
+        }
         // What each rail carries for each pair follows from the schedule.
         slots_of_.build(schedule_);
         const auto us = static_cast<std::size_t>(topo_.servers);
@@ -494,6 +519,7 @@ private:
     std::vector<std::size_t> sequence_;
     std::vector<std::int64_t> step_bytes_;
     detail::stage_schedule schedule_;
+    detail::stage_schedule candidate_;
     detail::schedule_workspace schedule_ws_;
     detail::stream_slots slots_of_;
     detail::plan_builder builder_;

@@ -160,6 +160,9 @@ TEST_CASE("bad options and mismatched matrices are named") {
     o = {};
     o.quantum = -3;
     CHECK_THROWS_WITH(planner(t, o), Catch::Contains("quantum must be non-negative, got -3"));
+    o = {};
+    o.quantum_choices = 0;
+    CHECK_THROWS_WITH(planner(t, o), Catch::Contains("quantum_choices must be between 1 and 64, got 0"));
     CHECK_THROWS_WITH(make_plan(traffic_matrix::Zero(3, 3), t), Catch::Contains("3 x 3 but the topology has 2 x 2 = 4 ranks"));
     CHECK_THROWS_WITH(parse_scheduler("fastest"), Catch::Contains("unknown scheduler 'fastest'"));
     CHECK_THROWS_WITH(parse_policy("greedy"), Catch::Contains("unknown policy 'greedy'"));
@@ -175,4 +178,42 @@ TEST_CASE("chunks split every exact stage into consecutive stages") {
     fast::test::check_plan(three, m);
     CHECK(count_stages(three) > count_stages(one));
     CHECK(count_stages(three) <= 3 * count_stages(one));
+}
+
+TEST_CASE("rail packing keeps the quantum candidate whose schedule predicts fastest") {
+    // The candidates are the default quantum times 1, 2 and 3; the plan must be one of the three
+    // plans made with that quantum fixed, and predict about as fast as the best of them.
+    for (const int servers : {8, 16}) {
+        const topology t = make_topology(servers, 4);
+        for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+            const traffic_matrix m = make_zipf(t, 0.8, 1 << 26, seed);
+            std::int64_t line = 0;
+            for (int s = 0; s < servers; ++s) {
+                std::int64_t row = 0;
+                std::int64_t col = 0;
+                for (int d = 0; d < servers; ++d)
+                    if (d != s) {
+                        row += tile(m, t, s, d).sum();
+                        col += tile(m, t, d, s).sum();
+                    }
+                line = std::max({line, row, col});
+            }
+            const std::int64_t q = std::max<std::int64_t>(1, static_cast<std::int64_t>(0.1 * (static_cast<double>(line) / (servers * 4))));
+            const plan chosen = make_plan(m, t);
+            fast::test::check_plan(chosen, m);
+            bool found = false;
+            double best = 1e300;
+            for (int factor = 1; factor <= 3; ++factor) {
+                plan_options o;
+                o.quantum = q * factor;
+                const plan fixed = make_plan(m, t, o);
+                fast::test::check_plan(fixed, m);
+                found = found || fixed == chosen;
+                best = std::min(best, predict_us(fixed));
+            }
+            INFO(servers << " servers, seed " << seed);
+            CHECK(found);
+            CHECK(predict_us(chosen) <= best * 1.01);
+        }
+    }
 }
