@@ -34,6 +34,7 @@ namespace {
 struct options : fast_tools::cluster_options {
     std::string scheduler = "fast";
     std::string policy = "rail-packed";
+    int quantum_choices = fast::plan_options{}.quantum_choices;
     bool compare = false;
     std::string schedulers;
     int repeat = 1;
@@ -110,6 +111,7 @@ std::vector<variant> variants_of(const options& o) {
     fast::plan_options base;
     base.scheduler = fast::parse_scheduler(o.scheduler);
     base.policy = fast::parse_policy(o.policy);
+    base.quantum_choices = o.quantum_choices;
     if (!o.schedulers.empty()) {
         // A comma-separated list: fast (with --policy), fast:POLICY, fast-unbalanced, direct, spreadout.
         std::vector<variant> out;
@@ -119,8 +121,8 @@ std::vector<variant> variants_of(const options& o) {
             if (end == std::string::npos) end = o.schedulers.size();
             const std::string name = o.schedulers.substr(begin, end - begin);
             begin = end + 1;
-            fast::plan_options x;
-            x.policy = base.policy;
+            fast::plan_options x = base;
+            x.scheduler = fast::scheduler::fast;
             if (name.rfind("fast:", 0) == 0) {
                 x.policy = fast::parse_policy(name.substr(5));
             } else {
@@ -139,12 +141,13 @@ std::vector<variant> variants_of(const options& o) {
     }
     std::vector<variant> out;
     for (const fast::policy p : {fast::policy::rail_packed, fast::policy::bottleneck, fast::policy::exact}) {
-        fast::plan_options x;
+        fast::plan_options x = base;
+        x.scheduler = fast::scheduler::fast;
         x.policy = p;
         out.push_back({"fast (" + std::string(fast::to_string(p)) + ")", x});
     }
     for (const fast::scheduler s : {fast::scheduler::fast_unbalanced, fast::scheduler::spreadout, fast::scheduler::direct}) {
-        fast::plan_options x;
+        fast::plan_options x = base;
         x.scheduler = s;
         out.push_back({std::string(fast::to_string(s)), x});
     }
@@ -380,6 +383,10 @@ int main(int argc, char** argv) {
     fast_tools::add_cluster_options(app, o);
     app.add_option("--scheduler", o.scheduler, "fast | fast-unbalanced | direct | spreadout")->capture_default_str();
     app.add_option("--policy", o.policy, "FAST's policy: rail-packed | bottleneck | exact (the paper)")
+        ->capture_default_str();
+    app.add_option("--quantum-choices", o.quantum_choices,
+                   "rail-packed: quanta tried (the default quantum times 1 .. N); the fastest schedule is kept")
+        ->check(CLI::Range(1, 64))
         ->capture_default_str();
     app.add_flag("--compare", o.compare, "FAST's policies against fast-unbalanced, spreadout and direct");
     app.add_option("--schedulers", o.schedulers,
