@@ -357,11 +357,12 @@ private:
         // time without scale-up exposure, which the ramps keep small; no emission needed).
         const std::int64_t alpha = alpha_bytes(1.0);
         const int choices = options_.quantum > 0 ? 1 : options_.quantum_choices;
+        const std::int64_t quantum = choose_quantum(line, g);
         const double growth = ramp_growth();
         const double drop = drop_growth();
         double best = 0;
         for (int factor = 1; factor <= choices; ++factor) {
-            const std::int64_t q = detail::saturate(static_cast<double>(choose_quantum(line, g)) * factor);
+            const std::int64_t q = detail::saturate(static_cast<double>(quantum) * factor);
             padded_ = pair_;
             detail::quantise(padded_, q);
             detail::pad_flat(padded_, topo_.servers, row_deficit_, col_deficit_);
