@@ -165,12 +165,16 @@ void walk_stream_order(std::size_t rail, std::span<const int> by_heat, bool heat
 /// capacities `capacity` (summing to the tile total). Fills out[rail] with the rail's pieces in
 /// stream order: stream_before's order, with the final GPUs' heat given as their
 /// positions `heat_rank` (heat_ranks; empty: no heat). Every byte is assigned exactly once, and
-/// a rail gets at most one piece of a block. O(G^2 log G).
+/// a rail gets at most one piece of a block. A rail with a `head` (bytes its stream sends before
+/// any step could gather for it; empty: none) first covers it with bytes of its own GPU, as far
+/// as they go: its diagonal block, which its stream then puts first, and whole own blocks, before
+/// `preference` applies. O(G^2 log G).
 template <class PieceList>
 void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
                  std::span<const std::int64_t> capacity, tile_workspace& ws,
                  std::span<PieceList> out, std::span<const std::uint32_t> heat_rank = {},
-                 rail_preference preference = rail_preference::own_first) {
+                 rail_preference preference = rail_preference::own_first,
+                 std::span<const std::int64_t> head = {}) {
     ws.resize(g);
     const auto ug = static_cast<std::size_t>(g);
     const bool walk = g <= tile_workspace::max_walk_g;
@@ -200,6 +204,12 @@ void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
     // its GPU, in the order of `preference`. Rails without room are skipped.
     for (std::size_t i = 0; i < ug; ++i)
         if (ws.room[i] > 0) take(i, i, i);
+    // A head is covered by the diagonal block and then whole own blocks (a rail has at most one
+    // piece of a block), which its stream puts first.
+    if (!head.empty())
+        for (std::size_t i = 0; i < ug; ++i)
+            for (std::size_t b = 0; b < ug && ws.room[i] > 0 && capacity[i] - ws.room[i] < head[i]; ++b)
+                if (b != i) take(i, i, b);
     auto take_own = [&] {
         for (std::size_t i = 0; i < ug; ++i)
             for (std::size_t b = 0; b < ug && ws.room[i] > 0; ++b)
@@ -232,7 +242,7 @@ void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
         const std::vector<piece>& taken = ws.taken[i];
         auto& list = out[i];
         const std::size_t n = taken.size();
-        const bool diagonal = diagonal_first(taken, static_cast<int>(i));
+        const bool diagonal = diagonal_first(taken, static_cast<int>(i)) || (!head.empty() && head[i] > 0);
         if (walk) {
             // A rail with at least G^2 / 8 pieces walks the blocks in stream order
             // (stream_before) and picks its pieces from them, O(G^2) instead of sorting; one with

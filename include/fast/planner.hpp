@@ -398,14 +398,22 @@ private:
         detail::step_lengths(schedule_, step_bytes_);
         builder_.start(m, topo_, schedule_.last_step, timing, options_.window, step_bytes_);
         rails_.resize(ug);
+        head_.assign(ug, 0);
         for (std::size_t s = 0; s < us; ++s)
             for (std::size_t d = 0; d < us; ++d) {
                 if (s == d) continue;
                 builder_.load_tile(static_cast<int>(s), static_cast<int>(d));
+                // Nothing hides a gather before the first scale-out step: a rail's bytes in it
+                // should be its own GPU's (own-first rails start with them anyway).
+                if (timing == detail::gather_timing::windowed && preference == detail::rail_preference::landing_first)
+                    for (std::size_t i = 0; i < ug; ++i) {
+                        const auto slots = slots_of_.of((s * us + d) * ug + i);
+                        head_[i] = !slots.empty() && slots.front().step == 1 ? slots.front().bytes : 0;
+                    }
                 detail::assign_tile(builder_.tile(), builder_.tile_stride(), topo_.gpus_per_server,
                                     capacity.subspan((s * us + d) * ug, ug), tile_ws_,
                                     std::span<std::vector<piece>>(rails_), builder_.destination_heat(),
-                                    preference);
+                                    preference, std::span<const std::int64_t>(head_));
                 for (std::size_t rail = 0; rail < ug; ++rail)
                     builder_.emit_stream(static_cast<int>(rail), rails_[rail],
                                          slots_of_.of((s * us + d) * ug + rail));
@@ -526,6 +534,7 @@ private:
     detail::plan_builder builder_;
     detail::tile_workspace tile_ws_;
     std::vector<std::vector<piece>> rails_;
+    std::vector<std::int64_t> head_; // per rail of the tile being emitted: its bytes in the first step
 };
 
 /// Plans `m` on `topo`. Throws fast::invalid_argument on invalid input.

@@ -2,6 +2,8 @@
 
 #include <fast/balance.hpp>
 
+#include <random>
+
 using namespace fast;
 
 TEST_CASE("every byte of every inter-server tile is carried exactly once, in equal shares") {
@@ -72,4 +74,72 @@ TEST_CASE("with landing_first a rail takes the bytes that land on its GPU before
     CHECK(rails[1][1] == piece{0, 4, 0, 1});
     REQUIRE(rails[0].size() == 1);
     CHECK(rails[0][0] == piece{4, 6, 0, 1});
+}
+
+TEST_CASE("a rail with a head starts its stream with its own GPU's bytes, diagonal block first") {
+    // 2 x 2 tile: GPU 0 -> 0: 3 bytes, GPU 0 -> 1: 10, GPU 1 -> 0: 10. Landing first alone would
+    // make rail 0 carry GPU 1's bytes (a gather before its first step); its head keeps its own.
+    const std::int64_t tile[4] = {3, 10, 10, 0};
+    const std::int64_t capacity[2] = {13, 10};
+    const std::int64_t head[2] = {8, 0};
+    detail::tile_workspace ws;
+    std::vector<piece> rails[2];
+    detail::assign_tile(tile, 2, 2, std::span<const std::int64_t>(capacity), ws,
+                        std::span<std::vector<piece>>(rails), {}, detail::rail_preference::landing_first,
+                        std::span<const std::int64_t>(head));
+    REQUIRE(rails[0].size() == 2);
+    CHECK(rails[0][0] == piece{0, 3, 0, 0});  // the diagonal block first: no move at all
+    CHECK(rails[0][1] == piece{0, 10, 0, 1}); // then a whole own block: redistributed, not gathered
+    REQUIRE(rails[1].size() == 1);
+    CHECK(rails[1][0] == piece{0, 10, 1, 0});
+    // Without the head, rail 0 takes the block that lands on it.
+    const std::int64_t none[2] = {0, 0};
+    detail::assign_tile(tile, 2, 2, std::span<const std::int64_t>(capacity), ws,
+                        std::span<std::vector<piece>>(rails), {}, detail::rail_preference::landing_first,
+                        std::span<const std::int64_t>(none));
+    CHECK(rails[0].back() == piece{0, 10, 1, 0});
+}
+
+TEST_CASE("heads: every byte once, and each head covered by own bytes as far as they go") {
+    std::mt19937_64 rng(7);
+    for (int round = 0; round < 2000; ++round) {
+        const int g = 1 + static_cast<int>(rng() % 9);
+        const auto ug = static_cast<std::size_t>(g);
+        std::vector<std::int64_t> tile(ug * ug);
+        std::int64_t total = 0;
+        for (auto& v : tile) total += v = rng() % 3 == 0 ? 0 : static_cast<std::int64_t>(rng() % 1000);
+        // Random capacities that add up to the tile, random heads up to them.
+        std::vector<std::int64_t> capacity(ug, 0), head(ug, 0);
+        for (std::int64_t left = total; left > 0;) {
+            const std::int64_t n = std::min<std::int64_t>(left, 1 + static_cast<std::int64_t>(rng() % 700));
+            capacity[rng() % ug] += n;
+            left -= n;
+        }
+        for (std::size_t i = 0; i < ug; ++i)
+            head[i] = capacity[i] == 0 ? 0 : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(capacity[i] + 1));
+        detail::tile_workspace ws;
+        std::vector<std::vector<piece>> rails(ug);
+        detail::assign_tile(tile.data(), ug, g, std::span<const std::int64_t>(capacity), ws,
+                            std::span<std::vector<piece>>(rails), {}, detail::rail_preference::landing_first,
+                            std::span<const std::int64_t>(head));
+        INFO("round " << round << ", g " << g);
+        std::vector<std::int64_t> covered(ug * ug, 0);
+        for (std::size_t i = 0; i < ug; ++i) {
+            std::int64_t carried = 0;
+            std::int64_t own_head = 0; // own bytes before the first piece of another GPU
+            bool own_prefix = true;
+            for (const piece& p : rails[i]) {
+                CHECK(p.bytes > 0);
+                covered[static_cast<std::size_t>(p.origin) * ug + static_cast<std::size_t>(p.final)] += p.bytes;
+                carried += p.bytes;
+                own_prefix = own_prefix && p.origin == static_cast<int>(i);
+                if (own_prefix) own_head += p.bytes;
+            }
+            CHECK(carried == capacity[i]);
+            std::int64_t own = 0;
+            for (std::size_t b = 0; b < ug; ++b) own += tile[i * ug + b];
+            CHECK(own_head >= std::min(head[i], own));
+        }
+        CHECK(covered == tile);
+    }
 }
