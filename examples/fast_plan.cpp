@@ -35,6 +35,7 @@ struct options : fast_tools::cluster_options {
     std::string scheduler = "fast";
     std::string policy = "rail-packed";
     int quantum_choices = fast::plan_options{}.quantum_choices;
+    int quantum_refinements = fast::plan_options{}.quantum_refinements;
     bool compare = false;
     std::string schedulers;
     int repeat = 1;
@@ -112,6 +113,7 @@ std::vector<variant> variants_of(const options& o) {
     base.scheduler = fast::parse_scheduler(o.scheduler);
     base.policy = fast::parse_policy(o.policy);
     base.quantum_choices = o.quantum_choices;
+    base.quantum_refinements = o.quantum_refinements;
     if (!o.schedulers.empty()) {
         // A comma-separated list: fast (with --policy), fast:POLICY, fast-unbalanced, direct, spreadout.
         std::vector<variant> out;
@@ -387,6 +389,10 @@ int main(int argc, char** argv) {
     app.add_option("--quantum-choices", o.quantum_choices,
                    "rail-packed: quanta tried (the default quantum times 1 .. N); the fastest schedule is kept")
         ->check(CLI::Range(1, 64))
+        ->capture_default_str();
+    app.add_option("--quantum-refinements", o.quantum_refinements,
+                   "rail-packed: times the best factor is refined by -/+ 1/2, 1/4, ... (each one more schedule)")
+        ->check(CLI::Range(0, 16))
         ->capture_default_str();
     app.add_flag("--compare", o.compare, "FAST's policies against fast-unbalanced, spreadout and direct");
     app.add_option("--schedulers", o.schedulers,

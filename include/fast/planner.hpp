@@ -112,6 +112,10 @@ struct plan_options {
     /// Rail-packed policy without a fixed `quantum`: the quanta tried, quantum_fraction times 1,
     /// 2, ..., quantum_choices; the schedule predicted fastest is kept (docs/algorithm.md).
     int quantum_choices = 3;
+    /// Rail-packed policy without a fixed `quantum`: after the integer factors, the best factor
+    /// f is refined this many times, trying f -/+ 1/2, then -/+ 1/4 around the best so far, ...
+    /// (never below 1); each try is one more schedule (no transfers).
+    int quantum_refinements = 2;
     /// Ramps of the bottleneck and rail-packed policies (0: none). Balancing for a step and
     /// redistribution after it run during the neighbouring steps; ramps keep consecutive steps
     /// close enough in length that this scale-up work is expected to fill at most this share of
@@ -138,6 +142,9 @@ public:
         validate(topo_);
         if (options_.chunks < 1)
             throw invalid_argument("chunks must be at least 1, got " + std::to_string(options_.chunks));
+        if (options_.quantum_refinements < 0 || options_.quantum_refinements > 16)
+            throw invalid_argument("quantum_refinements must be between 0 and 16, got " +
+                                   std::to_string(options_.quantum_refinements));
         if (options_.quantum_choices < 1 || options_.quantum_choices > 64)
             throw invalid_argument("quantum_choices must be between 1 and 64, got " +
                                    std::to_string(options_.quantum_choices));
@@ -361,7 +368,9 @@ private:
         const double growth = ramp_growth();
         const double drop = drop_growth();
         double best = 0;
-        for (int factor = 1; factor <= choices; ++factor) {
+        double best_factor = 1;
+        bool first = true;
+        auto try_factor = [&](double factor) {
             const std::int64_t q = detail::saturate(static_cast<double>(quantum) * factor);
             padded_ = pair_;
             detail::quantise(padded_, q);
@@ -374,10 +383,23 @@ private:
             double cost = 0;
             for (std::size_t k = 1; k < step_bytes_.size(); ++k)
                 cost += static_cast<double>(step_bytes_[k]) + static_cast<double>(alpha);
-            if (factor == 1 || cost < best) {
+            if (first || cost < best) {
                 best = cost;
+                best_factor = factor;
+                first = false;
                 std::swap(candidate_, schedule_);
             }
+        };
+        for (int factor = 1; factor <= choices; ++factor) try_factor(factor);
+        // The cost is not smooth in the quantum (one tail stage more or less is a step), so the
+        // best factor is refined by halving steps around it; never below the default quantum.
+        const int refinements = options_.quantum > 0 ? 0 : options_.quantum_refinements;
+        double radius = 1.0;
+        for (int k = 0; k < refinements; ++k) {
+            radius /= 2;
+            const double center = best_factor;
+            if (center - radius >= 1.0) try_factor(center - radius);
+            try_factor(center + radius);
         }
         // What each rail carries for each pair follows from the schedule.
         slots_of_.build(schedule_);

@@ -4,6 +4,8 @@
 #include <fast/planner.hpp>
 
 #include <cstdlib>
+#include <numeric>
+#include <random>
 
 using namespace fast;
 
@@ -163,6 +165,9 @@ TEST_CASE("bad options and mismatched matrices are named") {
     o = {};
     o.quantum_choices = 0;
     CHECK_THROWS_WITH(planner(t, o), Catch::Contains("quantum_choices must be between 1 and 64, got 0"));
+    o = {};
+    o.quantum_refinements = -1;
+    CHECK_THROWS_WITH(planner(t, o), Catch::Contains("quantum_refinements must be between 0 and 16, got -1"));
     CHECK_THROWS_WITH(make_plan(traffic_matrix::Zero(3, 3), t), Catch::Contains("3 x 3 but the topology has 2 x 2 = 4 ranks"));
     CHECK_THROWS_WITH(parse_scheduler("fastest"), Catch::Contains("unknown scheduler 'fastest'"));
     CHECK_THROWS_WITH(parse_policy("greedy"), Catch::Contains("unknown policy 'greedy'"));
@@ -181,8 +186,9 @@ TEST_CASE("chunks split every exact stage into consecutive stages") {
 }
 
 TEST_CASE("rail packing keeps the quantum candidate whose schedule predicts fastest") {
-    // The candidates are the default quantum times 1, 2 and 3; the plan must be one of the three
-    // plans made with that quantum fixed, and predict about as fast as the best of them.
+    // The candidates are the default quantum times 1, 2 and 3, then refined by -/+ 1/2 and -/+ 1/4
+    // around the best: the plan must be one of the plans made with such a quantum fixed, and
+    // predict about as fast as the best of the integer factors (all of which are tried).
     for (const int servers : {8, 16}) {
         const topology t = make_topology(servers, 4);
         for (std::uint64_t seed = 1; seed <= 3; ++seed) {
@@ -203,17 +209,39 @@ TEST_CASE("rail packing keeps the quantum candidate whose schedule predicts fast
             fast::test::check_plan(chosen, m);
             bool found = false;
             double best = 1e300;
-            for (int factor = 1; factor <= 3; ++factor) {
+            for (int quarters = 4; quarters <= 15; ++quarters) {
                 plan_options o;
-                o.quantum = q * factor;
+                o.quantum = detail::saturate(static_cast<double>(q) * quarters / 4);
                 const plan fixed = make_plan(m, t, o);
                 fast::test::check_plan(fixed, m);
                 found = found || fixed == chosen;
-                best = std::min(best, predict_us(fixed));
+                if (quarters % 4 == 0) best = std::min(best, predict_us(fixed));
             }
             INFO(servers << " servers, seed " << seed);
             CHECK(found);
             CHECK(predict_us(chosen) <= best * 1.01);
         }
+    }
+}
+
+TEST_CASE("the water level is the largest step length at which the pieces fill G cells") {
+    std::mt19937_64 rng(11);
+    std::vector<std::int64_t> levels;
+    for (int round = 0; round < 3000; ++round) {
+        const int g = 1 + static_cast<int>(rng() % 9);
+        std::vector<std::int64_t> duration(rng() % 12);
+        for (auto& w : duration) w = static_cast<std::int64_t>(rng() % (round % 2 == 0 ? 50 : 2000));
+        std::vector<std::size_t> order(duration.size());
+        std::iota(order.begin(), order.end(), std::size_t{0});
+        std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return duration[x] > duration[y]; });
+        // By the definition: the largest D with sum of floor(w / D) >= g, 0 if none.
+        std::int64_t expected = 0;
+        for (std::int64_t d = 2000; d >= 1 && expected == 0; --d) {
+            std::int64_t cells = 0;
+            for (const std::int64_t w : duration) cells += w / d;
+            if (cells >= g) expected = d;
+        }
+        INFO("round " << round << ", g " << g);
+        CHECK(detail::water_level(order, duration, g, levels) == expected);
     }
 }

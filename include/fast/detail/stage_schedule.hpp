@@ -13,6 +13,7 @@
 // stage and the redistribution after the last one are small.
 
 #include <algorithm>
+#include <functional>
 #include <cstdint>
 #include <numeric>
 #include <span>
@@ -145,7 +146,24 @@ struct schedule_workspace {
     std::vector<std::size_t> begin;     // shape_steps: step k's slots are members[begin[k], begin[k + 1])
     std::vector<std::size_t> rising;    // shape_steps: steps of the pyramid's two sides
     std::vector<std::size_t> falling;
+    std::vector<std::int64_t> levels;   // build_rail_packed: candidate water levels of one step
 };
+
+/// The water level of pieces with durations `duration[k]` for k in `order` (longest first): the
+/// largest D at which they fill at least g cells, a piece of duration w filling floor(w / D) of
+/// them; 0 if none. That is the g-th largest of floor(w / c) over the pieces and c = 1 .. g, and
+/// only the g longest pieces can hold one of those. O(g^2).
+inline std::int64_t water_level(std::span<const std::size_t> order, std::span<const std::int64_t> duration,
+                                int g, std::vector<std::int64_t>& levels) {
+    const auto ug = static_cast<std::size_t>(g);
+    levels.clear();
+    for (std::size_t j = 0; j < std::min(order.size(), ug); ++j)
+        for (std::int64_t c = 1; c <= g; ++c) levels.push_back(duration[order[j]] / c);
+    if (levels.size() < ug) return 0;
+    std::nth_element(levels.begin(), levels.begin() + static_cast<std::ptrdiff_t>(ug - 1), levels.end(),
+                     std::greater<>());
+    return levels[ug - 1];
+}
 
 /// Sorts `order` by key(x) ascending, keeping the current order among equal keys, without
 /// allocating (std::stable_sort takes a temporary buffer).
@@ -249,14 +267,8 @@ inline void build_rail_packed(const decomposition& stages, std::span<const std::
     order.clear();
     for (std::size_t k = 0; k < k_count; ++k)
         if (duration[k] > 0) order.push_back(k);
-    // Cells of at most d bytes (rounding the pieces down, or up to finish them), counted only
-    // until they exceed G: the sums could overflow with huge pieces and tiny d.
-    const auto cells_at = [&](std::int64_t d) {
-        std::int64_t n = 0;
-        for (const std::size_t k : order)
-            if ((n += std::min<std::int64_t>(duration[k] / d, g + 1)) > g) break;
-        return n;
-    };
+    // Cells of at most d bytes that finish the pieces (rounding up), counted only until they
+    // exceed G: the sum could overflow with huge pieces and tiny d.
     const auto cells_to_finish = [&](std::int64_t d) {
         std::int64_t n = 0;
         for (const std::size_t k : order)
@@ -268,18 +280,13 @@ inline void build_rail_packed(const decomposition& stages, std::span<const std::
         stable_sort_by(order, ws.keys, [&](std::size_t k) { return -duration[k]; });
         // The water level: the largest D with at least G cells.
         const std::int64_t want = g;
-        std::int64_t lo = 1;
-        std::int64_t hi = duration[order.front()];
-        while (lo < hi) {
-            const std::int64_t mid = lo + (hi - lo + 1) / 2;
-            if (cells_at(mid) >= want) lo = mid; else hi = mid - 1;
-        }
+        std::int64_t lo = std::max<std::int64_t>(1, water_level(order, duration, g, ws.levels));
         std::int64_t level = std::min(std::max(lo, std::min(min_step, duration[order.front()])),
                                       std::max<std::int64_t>(max_step, 1));
         // The last step: the shortest D at which every piece fits in G cells of at most D.
         const bool last = cells_to_finish(level) <= want;
         if (last) {
-            hi = level;
+            std::int64_t hi = level;
             while (lo < hi) {
                 const std::int64_t mid = lo + (hi - lo) / 2;
                 if (cells_to_finish(mid) <= want) hi = mid; else lo = mid + 1;
