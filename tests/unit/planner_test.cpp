@@ -226,7 +226,7 @@ TEST_CASE("rail packing keeps the quantum candidate whose schedule predicts fast
 
 TEST_CASE("the water level is the largest step length at which the pieces fill G cells") {
     std::mt19937_64 rng(11);
-    std::vector<std::int64_t> levels;
+    std::vector<detail::level_cursor> levels;
     for (int round = 0; round < 3000; ++round) {
         const int g = 1 + static_cast<int>(rng() % 9);
         std::vector<std::int64_t> duration(rng() % 12);

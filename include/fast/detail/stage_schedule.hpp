@@ -13,7 +13,6 @@
 // stage and the redistribution after the last one are small.
 
 #include <algorithm>
-#include <functional>
 #include <cstdint>
 #include <numeric>
 #include <span>
@@ -133,6 +132,14 @@ private:
     std::vector<std::size_t> order_;
 };
 
+/// A piece's next cell count while finding the water level: `level` = floor(bytes / cells).
+struct level_cursor {
+    std::int64_t level;
+    std::int64_t bytes;
+    std::int64_t cells;
+    friend bool operator<(const level_cursor& x, const level_cursor& y) noexcept { return x.level < y.level; }
+};
+
 /// Buffers of build_rail_packed and shape_steps, kept between plans so that planning again
 /// allocates nothing.
 struct schedule_workspace {
@@ -146,23 +153,29 @@ struct schedule_workspace {
     std::vector<std::size_t> begin;     // shape_steps: step k's slots are members[begin[k], begin[k + 1])
     std::vector<std::size_t> rising;    // shape_steps: steps of the pyramid's two sides
     std::vector<std::size_t> falling;
-    std::vector<std::int64_t> levels;   // build_rail_packed: candidate water levels of one step
+    std::vector<level_cursor> levels;   // build_rail_packed: finding a step's water level
 };
 
 /// The water level of pieces with durations `duration[k]` for k in `order` (longest first): the
 /// largest D at which they fill at least g cells, a piece of duration w filling floor(w / D) of
-/// them; 0 if none. That is the g-th largest of floor(w / c) over the pieces and c = 1 .. g, and
-/// only the g longest pieces can hold one of those. O(g^2).
+/// them; 0 if none. That is the g-th largest of floor(w / c) over the pieces and c = 1 .. g; only
+/// the g longest pieces can hold one of those, and a heap over them yields the values in
+/// decreasing order. O(g log g).
 inline std::int64_t water_level(std::span<const std::size_t> order, std::span<const std::int64_t> duration,
-                                int g, std::vector<std::int64_t>& levels) {
-    const auto ug = static_cast<std::size_t>(g);
-    levels.clear();
-    for (std::size_t j = 0; j < std::min(order.size(), ug); ++j)
-        for (std::int64_t c = 1; c <= g; ++c) levels.push_back(duration[order[j]] / c);
-    if (levels.size() < ug) return 0;
-    std::nth_element(levels.begin(), levels.begin() + static_cast<std::ptrdiff_t>(ug - 1), levels.end(),
-                     std::greater<>());
-    return levels[ug - 1];
+                                int g, std::vector<level_cursor>& heap) {
+    heap.clear();
+    for (std::size_t j = 0; j < std::min(order.size(), static_cast<std::size_t>(g)); ++j)
+        if (duration[order[j]] > 0) heap.push_back({duration[order[j]], duration[order[j]], 1});
+    std::make_heap(heap.begin(), heap.end());
+    for (int n = 1; !heap.empty(); ++n) {
+        std::pop_heap(heap.begin(), heap.end());
+        level_cursor& top = heap.back();
+        if (n == g) return top.level;
+        top.level = top.bytes / ++top.cells;
+        if (top.level == 0 || top.cells > g) heap.pop_back();
+        else std::push_heap(heap.begin(), heap.end());
+    }
+    return 0;
 }
 
 /// Sorts `order` by key(x) ascending, keeping the current order among equal keys, without
