@@ -377,7 +377,9 @@ private:
             detail::pad_flat(padded_, topo_.servers, row_deficit_, col_deficit_);
             detail::decompose_flat(padded_, topo_.servers, matching_rule::bottleneck, stages_, decompose_ws_);
             detail::scale_weights(stages_, q);
-            detail::build_rail_packed(stages_, pair_, g, min_step, max_step, candidate_, schedule_ws_);
+            if (!detail::build_rail_packed(stages_, pair_, g, min_step, max_step, candidate_, schedule_ws_,
+                                           first ? HUGE_VAL : best, alpha))
+                return;
             detail::shape_steps(candidate_, growth, min_step, drop, schedule_ws_);
             detail::step_lengths(candidate_, step_bytes_);
             double cost = 0;

@@ -13,6 +13,7 @@
 // stage and the redistribution after the last one are small.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <span>
@@ -151,6 +152,7 @@ struct schedule_workspace {
     std::vector<std::pair<std::int64_t, std::size_t>> keys; // for sorting `order` stably
     std::vector<std::size_t> members;   // shape_steps: slots grouped by step (slots_by_step)
     std::vector<std::size_t> begin;     // shape_steps: step k's slots are members[begin[k], begin[k + 1])
+    std::vector<std::int64_t> length;   // shape_steps: per step, its longest slot
     std::vector<std::size_t> rising;    // shape_steps: steps of the pyramid's two sides
     std::vector<std::size_t> falling;
     std::vector<level_cursor> levels;   // build_rail_packed: finding a step's water level
@@ -249,9 +251,14 @@ inline void build_uniform_rails(const decomposition& stages, std::span<const std
 /// shortest such D (a ragged tail of short steps would cost an alpha each and leave rails
 /// idle). No step is longer than `max_step` bytes, which bounds scratch: a step's gathered and
 /// landed bytes are staged. Steps come out longest first, numbered from 1.
-inline void build_rail_packed(const decomposition& stages, std::span<const std::int64_t> pair_bytes,
+///
+/// A caller comparing schedules by their step lengths plus `step_cost` per step may pass the
+/// best such cost so far as `budget`: the build stops, returning false, once the steps built
+/// reach it. shape_steps only splits steps (their lengths keep their sum), so such a schedule
+/// cannot end below the budget.
+inline bool build_rail_packed(const decomposition& stages, std::span<const std::int64_t> pair_bytes,
                               int g, std::int64_t min_step, std::int64_t max_step, stage_schedule& out,
-                              schedule_workspace& ws) {
+                              schedule_workspace& ws, double budget = HUGE_VAL, std::int64_t step_cost = 0) {
     const int s_count = stages.n;
     const auto us = static_cast<std::size_t>(s_count);
     const std::size_t k_count = stages.size();
@@ -289,6 +296,7 @@ inline void build_rail_packed(const decomposition& stages, std::span<const std::
         return n;
     };
     std::int32_t step = 0;
+    double cost = 0;
     while (!order.empty()) {
         stable_sort_by(order, ws.keys, [&](std::size_t k) { return -duration[k]; });
         // The water level: the largest D with at least G cells.
@@ -308,6 +316,7 @@ inline void build_rail_packed(const decomposition& stages, std::span<const std::
         }
         ++step;
         int rail = 0;
+        std::int64_t length = 0; // the step's busiest sender's bytes
         for (const std::size_t k : order) {
             if (rail >= g) break;
             std::int64_t cells = std::min<std::int64_t>(last ? ceil_div(duration[k], level) : duration[k] / level, g - rail);
@@ -324,6 +333,7 @@ inline void build_rail_packed(const decomposition& stages, std::span<const std::
                     const std::int64_t n = std::min(part, stage_real[s]);
                     stage_real[s] -= n;
                     out.bytes[b * us + s] = n;
+                    length = std::max(length, n);
                     longest = std::max(longest, stage_real[s]);
                 }
                 duration[k] = longest;
@@ -332,10 +342,13 @@ inline void build_rail_packed(const decomposition& stages, std::span<const std::
                 if (duration[k] == 0) break;
             }
         }
+        cost += static_cast<double>(length) + static_cast<double>(step_cost);
+        if (cost >= budget) return false;
         order.erase(std::remove_if(order.begin(), order.end(), [&](std::size_t k) { return duration[k] == 0; }),
                     order.end());
     }
     out.last_step = step;
+    return true;
 }
 
 /// The longest slot of each step, in bytes (index 0 unused).
@@ -370,12 +383,13 @@ inline void shape_steps(stage_schedule& sc, double growth, std::int64_t edge, do
     slots_by_step(sc, ws.begin, ws.members);
     // Every slot gets its new step from the side it ends up on (see below); 0 until then.
     for (auto& x : sc.slots) x.step = 0;
-    auto length = [&](std::size_t step) {
-        std::int64_t n = 0;
-        for (std::size_t j = ws.begin[step]; j < ws.begin[step + 1]; ++j)
-            n = std::max(n, sc.longest(sc.slots[ws.members[j]]));
-        return n;
-    };
+    // Step lengths, computed once: a carve of `amount` shortens a step of length L to
+    // max(0, L - amount) exactly (every slot gives min(amount, its bytes) per server).
+    ws.length.assign(ws.begin.size(), 0);
+    for (std::size_t k = 0; k + 1 < ws.begin.size(); ++k)
+        for (std::size_t j = ws.begin[k]; j < ws.begin[k + 1]; ++j)
+            ws.length[k] = std::max(ws.length[k], sc.longest(sc.slots[ws.members[j]]));
+    auto length = [&](std::size_t step) { return ws.length[step]; };
     ws.order.clear();
     for (std::size_t k = 0; k + 1 < ws.begin.size(); ++k)
         if (ws.begin[k + 1] > ws.begin[k]) ws.order.push_back(k);
@@ -407,6 +421,7 @@ inline void shape_steps(stage_schedule& sc, double growth, std::int64_t edge, do
             }
             sc.slots.push_back({x.rail, step_number, x.perm, b});
         }
+        ws.length[step] -= std::min(amount, ws.length[step]);
     };
     // Makes an ascending list of steps grow by at most `growth` from `edge`: the steps of a side
     // are numbered 1, 2, ... in order (`sign` tells the sides apart until both are known).
