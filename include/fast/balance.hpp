@@ -98,7 +98,6 @@ inline void balanced_shares(std::int64_t total, std::span<const std::int64_t> ow
 /// Scratch for assign_tile, reused across tiles.
 struct tile_workspace {
     std::vector<std::int64_t> left;     // G x G bytes of each block not yet assigned
-    std::vector<std::int64_t> consumed; // G x G bytes of each block already assigned
     std::vector<std::int64_t> room;     // G bytes each rail can still take
     std::vector<std::uint64_t> keys;
     std::vector<std::vector<piece>> taken; // per rail: its pieces in the order they were taken
@@ -111,7 +110,6 @@ struct tile_workspace {
     void resize(int g) {
         const auto n = static_cast<std::size_t>(g) * static_cast<std::size_t>(g);
         left.resize(n);
-        consumed.resize(n);
         room.resize(static_cast<std::size_t>(g));
         if (g <= max_walk_g && piece_at.size() != n * static_cast<std::size_t>(g)) piece_at.assign(n * static_cast<std::size_t>(g), 0);
         by_heat.resize(static_cast<std::size_t>(g));
@@ -187,7 +185,6 @@ void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
     // Plain loops: memcpy's size dispatch mispredicts on these short, varying lengths.
     for (std::size_t a = 0; a < ug; ++a)
         for (std::size_t b = 0; b < ug; ++b) ws.left[a * ug + b] = tile[a * stride + b];
-    for (std::size_t k = 0; k < ug * ug; ++k) ws.consumed[k] = 0;
     for (std::size_t i = 0; i < ug; ++i) ws.room[i] = capacity[i];
 
     auto take = [&](std::size_t rail, std::size_t a, std::size_t b) {
@@ -195,9 +192,10 @@ void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
         const std::int64_t n = std::min(ws.left[k], ws.room[rail]);
         if (n <= 0) return;
         if (walk) ws.piece_at[rail * ug * ug + k] = static_cast<std::uint32_t>(ws.taken[rail].size() + 1);
-        ws.taken[rail].push_back(piece{ws.consumed[k], n, static_cast<std::int32_t>(a), static_cast<std::int32_t>(b)});
+        // Blocks are taken from their start: what is assigned already is the offset.
+        const std::int64_t offset = tile[a * stride + b] - ws.left[k];
+        ws.taken[rail].push_back(piece{offset, n, static_cast<std::int32_t>(a), static_cast<std::int32_t>(b)});
         ws.left[k] -= n;
-        ws.consumed[k] += n;
         ws.room[rail] -= n;
     };
     // Cheap moves first: the diagonal block, then the rail's own bytes and the bytes landing on

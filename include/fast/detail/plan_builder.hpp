@@ -71,10 +71,12 @@ struct layout_index {
                 std::copy(column_sums_.begin(), column_sums_.end(), recv_server.begin() + static_cast<std::ptrdiff_t>(row / g * r));
             const std::int64_t* line = data + row * r;
             std::int64_t acc = 0;
-            for (std::size_t c = 0; c < r; ++c) {
-                if (c % g == 0) send_server[row * s + c / g] = acc;
-                acc += line[c];
-                column_sums_[c] += line[c];
+            for (std::size_t d = 0; d < s; ++d) {
+                send_server[row * s + d] = acc;
+                for (std::size_t c = d * g; c < (d + 1) * g; ++c) {
+                    acc += line[c];
+                    column_sums_[c] += line[c];
+                }
             }
         }
     }
