@@ -7,7 +7,8 @@
 //
 // FAST_MEGATRON=path/to/megatron_moe_4x8.txt adds the 600 real MoE matrices (every iteration
 // plans the next matrix). decompose/{warm,cold} time the decomposition alone, with and without
-// warm-started matchings; plan_fresh against plan_reused is what reusing a planner saves.
+// warm-started matchings; plan_fresh against plan_reused is what reusing a planner saves;
+// transfer_list_copy is the memory floor of materialising a plan's transfers (a copy, no planning).
 
 #include <benchmark/benchmark.h>
 
@@ -100,6 +101,23 @@ void plan_megatron(benchmark::State& state, fast::policy policy) {
     state.counters["stages"] = stages / static_cast<double>(all.size());
 }
 
+// A floor under any planner that materialises the transfer list: copying a finished plan's
+// transfers into a buffer of the same size, at memory speed, with no planning at all.
+void transfer_list_copy(benchmark::State& state) {
+    const fast::topology t = fast::make_topology(static_cast<int>(state.range(0)), 8);
+    const fast::traffic_matrix m = workload("zipf", t);
+    const fast::plan p = fast::make_plan(m, t);
+    std::vector<fast::transfer> copy(p.transfers.size());
+    for (auto _ : state) {
+        std::copy(p.transfers.begin(), p.transfers.end(), copy.begin());
+        benchmark::DoNotOptimize(copy.data());
+        benchmark::ClobberMemory();
+    }
+    state.counters["transfers"] = static_cast<double>(p.transfers.size());
+    state.counters["ns_per_transfer"] = benchmark::Counter(
+        static_cast<double>(p.transfers.size()), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
 // The decomposition alone, on the exact policy's input (the balanced per-GPU server matrix,
 // padded), where stages are many: warm-started matchings (each stage repairs the previous
 // matching) against a fresh matching per stage.
@@ -129,6 +147,7 @@ void sizes(benchmark::internal::Benchmark* b) {
 BENCHMARK_CAPTURE(plan_reused, zipf, std::string("zipf"), fast::policy::rail_packed)->Apply(sizes);
 BENCHMARK_CAPTURE(plan_reused, moe, std::string("moe"), fast::policy::rail_packed)->Apply(sizes);
 BENCHMARK_CAPTURE(plan_fresh, zipf, std::string("zipf"))->Apply(sizes);
+BENCHMARK(transfer_list_copy)->Apply(sizes);
 BENCHMARK_CAPTURE(plan_reused, zipf_bottleneck, std::string("zipf"), fast::policy::bottleneck)
     ->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(plan_reused, zipf_exact, std::string("zipf"), fast::policy::exact)
