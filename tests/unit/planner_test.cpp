@@ -245,3 +245,46 @@ TEST_CASE("the water level is the largest step length at which the pieces fill G
         CHECK(detail::water_level(order, duration, g, levels) == expected);
     }
 }
+
+TEST_CASE("a rail-packed candidate stops at its budget, and shaping keeps its step lengths' sum") {
+    // The quantum choice prunes a candidate once its rail-packed steps cost the best so far:
+    // sound only because shape_steps splits steps without changing their lengths' sum.
+    for (const int servers : {4, 8, 16}) {
+        const topology t = make_topology(servers, 8);
+        for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+            traffic_matrix sm = server_matrix(make_zipf(t, 0.8, 1 << 26, seed), t);
+            sm.diagonal().setZero();
+            std::vector<std::int64_t> pair(sm.data(), sm.data() + sm.size()); // row-major
+            std::int64_t line = 0;
+            for (int s = 0; s < servers; ++s) line = std::max({line, sm.row(s).sum(), sm.col(s).sum()});
+            const std::int64_t q = std::max<std::int64_t>(1, line / (servers * 8 * 10));
+            std::vector<std::int64_t> a = pair;
+            std::vector<std::int64_t> rows;
+            std::vector<std::int64_t> cols;
+            detail::quantise(a, q);
+            detail::pad_flat(a, servers, rows, cols);
+            detail::decompose_workspace dws;
+            decomposition stages;
+            detail::decompose_flat(a, servers, matching_rule::bottleneck, stages, dws);
+            detail::scale_weights(stages, q);
+            const std::int64_t alpha = line / 1000 + 1;
+            detail::schedule_workspace ws;
+            detail::stage_schedule whole;
+            REQUIRE(detail::build_rail_packed(stages, pair, 8, 2 * alpha, line / 8, whole, ws));
+            std::vector<std::int64_t> lengths;
+            detail::step_lengths(whole, lengths);
+            const std::int64_t sum = std::accumulate(lengths.begin(), lengths.end(), std::int64_t{0});
+            const double cost = static_cast<double>(sum) + static_cast<double>(alpha) * whole.last_step;
+            INFO(servers << " servers, seed " << seed);
+            detail::stage_schedule again;
+            CHECK(detail::build_rail_packed(stages, pair, 8, 2 * alpha, line / 8, again, ws, cost + 1, alpha));
+            CHECK(again.slots.size() == whole.slots.size());
+            CHECK(again.bytes == whole.bytes);
+            CHECK_FALSE(detail::build_rail_packed(stages, pair, 8, 2 * alpha, line / 8, again, ws, cost, alpha));
+            detail::shape_steps(whole, 1.5, 2 * alpha, 0, ws);
+            detail::step_lengths(whole, lengths);
+            CHECK(std::accumulate(lengths.begin(), lengths.end(), std::int64_t{0}) == sum);
+            CHECK(static_cast<std::size_t>(whole.last_step) + 1 == lengths.size());
+        }
+    }
+}
