@@ -5,6 +5,7 @@
 
 #include <Eigen/Core>
 
+#include <algorithm>
 #include <cmath>
 #include <concepts>
 #include <cstdint>
@@ -30,6 +31,28 @@ namespace detail {
 inline std::string entry_name(Eigen::Index i, Eigen::Index j) {
     return "traffic(" + std::to_string(i) + ", " + std::to_string(j) + ")";
 }
+
+/// Whether `n` int64 entries are all non-negative with a sum that fits in int64, without a
+/// branch per entry (planners validate on every call): the sign bits are or-ed and the high and
+/// low 32-bit halves summed apart, each sum exact for up to 2^31 entries at a time.
+inline bool all_bytes_fit(const std::int64_t* v, std::size_t n) {
+    std::uint64_t signs = 0;
+    std::uint64_t high = 0; // the sum is high * 2^32 + low, low < 2^32 between chunks
+    std::uint64_t low = 0;
+    for (std::size_t at = 0; at < n;) {
+        const std::size_t end = at + std::min<std::size_t>(n - at, std::size_t{1} << 31);
+        for (; at < end; ++at) {
+            const auto x = static_cast<std::uint64_t>(v[at]);
+            signs |= x;
+            high += x >> 32;
+            low += x & 0xffffffffu;
+        }
+        high += low >> 32;
+        low &= 0xffffffffu;
+        if (high >= (std::uint64_t{1} << 31)) return false; // over INT64_MAX (or negatives)
+    }
+    return (signs >> 63) == 0;
+}
 } // namespace detail
 
 /// Checks that `m` is a valid R x R traffic matrix for `topo` (R = topo.ranks()): entries are
@@ -48,6 +71,11 @@ void validate_traffic(const Eigen::MatrixBase<Derived>& m, const topology& topo)
                                std::to_string(topo.servers) + " x " +
                                std::to_string(topo.gpus_per_server) + " = " + std::to_string(r) +
                                " ranks");
+    if constexpr (std::is_same_v<Derived, basic_traffic_matrix<std::int64_t>>) {
+        // The planners' own matrices: one branch-free pass; the entry-by-entry pass below
+        // names the first bad entry when there is one.
+        if (detail::all_bytes_fit(m.derived().data(), static_cast<std::size_t>(r) * static_cast<std::size_t>(r))) return;
+    }
     std::int64_t total = 0;
     for (Eigen::Index i = 0; i < r; ++i) {
         for (Eigen::Index j = 0; j < r; ++j) {

@@ -19,6 +19,24 @@ TEST_CASE("validation names the bad index and value") {
     CHECK_THROWS_WITH(validate_traffic(m, t), Catch::Contains("overflows"));
 }
 
+TEST_CASE("the branch-free validation pass agrees with the entry-by-entry one at the limits") {
+    const topology t = make_topology(2, 2);
+    constexpr std::int64_t top = std::numeric_limits<std::int64_t>::max();
+    traffic_matrix m = traffic_matrix::Zero(4, 4);
+    // A total of exactly INT64_MAX fits, split so that both 32-bit halves carry.
+    m(0, 1) = top - (std::int64_t{0xffffffff} * 3);
+    m(1, 0) = m(2, 3) = m(3, 2) = 0xffffffff;
+    CHECK(detail::all_bytes_fit(m.data(), 16));
+    CHECK_NOTHROW(validate_traffic(m, t));
+    m(3, 3) = 1; // one byte more
+    CHECK_FALSE(detail::all_bytes_fit(m.data(), 16));
+    CHECK_THROWS_WITH(validate_traffic(m, t), Catch::Contains("overflows"));
+    m = traffic_matrix::Zero(4, 4);
+    m(2, 1) = std::numeric_limits<std::int64_t>::min();
+    CHECK_FALSE(detail::all_bytes_fit(m.data(), 16));
+    CHECK_THROWS_WITH(validate_traffic(m, t), Catch::Contains("traffic(2, 1) = -9223372036854775808 is negative"));
+}
+
 TEST_CASE("floating matrices must hold finite whole byte counts") {
     const topology t = make_topology(1, 2);
     Eigen::MatrixXd d(2, 2);
