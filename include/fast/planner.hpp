@@ -362,6 +362,8 @@ private:
         // a step with its alpha_out; which wins depends on the traffic. The schedule kept is the
         // one whose step lengths plus alpha_out per step add up to the least (the cost model's
         // time without scale-up exposure, which the ramps keep small; no emission needed).
+        // Candidates are costed from their step lengths alone (shaping keeps the lengths' sum
+        // and only adds steps); only the winner's slots are built.
         const std::int64_t alpha = alpha_bytes(1.0);
         const int choices = options_.quantum > 0 ? 1 : options_.quantum_choices;
         const std::int64_t quantum = choose_quantum(line, g);
@@ -377,19 +379,18 @@ private:
             detail::pad_flat(padded_, topo_.servers, row_deficit_, col_deficit_);
             detail::decompose_flat(padded_, topo_.servers, matching_rule::bottleneck, stages_, decompose_ws_);
             detail::scale_weights(stages_, q);
-            if (!detail::build_rail_packed(stages_, pair_, g, min_step, max_step, candidate_, schedule_ws_,
-                                           first ? HUGE_VAL : best, alpha))
+            if (!detail::build_rail_packed<false>(stages_, pair_, g, min_step, max_step, candidate_, schedule_ws_,
+                                                  first ? HUGE_VAL : best, alpha))
                 return;
-            detail::shape_steps(candidate_, growth, min_step, drop, schedule_ws_);
-            detail::step_lengths(candidate_, step_bytes_);
-            double cost = 0;
-            for (std::size_t k = 1; k < step_bytes_.size(); ++k)
-                cost += static_cast<double>(step_bytes_[k]) + static_cast<double>(alpha);
+            std::int64_t bytes = 0;
+            for (const std::int64_t n : schedule_ws_.length) bytes = detail::checked_add(bytes, n, "step lengths");
+            const std::int32_t steps = detail::shape_steps<false>(candidate_, growth, min_step, drop, schedule_ws_);
+            const double cost = static_cast<double>(bytes) + static_cast<double>(steps) * static_cast<double>(alpha);
             if (first || cost < best) {
                 best = cost;
                 best_factor = factor;
                 first = false;
-                std::swap(candidate_, schedule_);
+                std::swap(stages_, best_stages_);
             }
         };
         for (int factor = 1; factor <= choices; ++factor) try_factor(factor);
@@ -403,6 +404,8 @@ private:
             if (center - radius >= 1.0) try_factor(center - radius);
             try_factor(center + radius);
         }
+        detail::build_rail_packed(best_stages_, pair_, g, min_step, max_step, schedule_, schedule_ws_);
+        detail::shape_steps(schedule_, growth, min_step, drop, schedule_ws_);
         // What each rail carries for each pair follows from the schedule.
         slots_of_.build(schedule_);
         const auto us = static_cast<std::size_t>(topo_.servers);
@@ -549,6 +552,7 @@ private:
     std::vector<std::int64_t> left_;
     detail::decompose_workspace decompose_ws_;
     decomposition stages_;
+    decomposition best_stages_; // rail packing: the decomposition of the best quantum so far
     std::vector<std::size_t> sequence_;
     std::vector<std::int64_t> step_bytes_;
     detail::stage_schedule schedule_;

@@ -246,7 +246,7 @@ TEST_CASE("the water level is the largest step length at which the pieces fill G
     }
 }
 
-TEST_CASE("a rail-packed candidate stops at its budget, and shaping keeps its step lengths' sum") {
+TEST_CASE("a rail-packed candidate stops at its budget, is costed from its step lengths alone, and shaping keeps their sum") {
     // The quantum choice prunes a candidate once its rail-packed steps cost the best so far:
     // sound only because shape_steps splits steps without changing their lengths' sum.
     for (const int servers : {4, 8, 16}) {
@@ -281,6 +281,22 @@ TEST_CASE("a rail-packed candidate stops at its budget, and shaping keeps its st
             CHECK(again.slots.size() == whole.slots.size());
             CHECK(again.bytes == whole.bytes);
             CHECK_FALSE(detail::build_rail_packed(stages, pair, 8, 2 * alpha, line / 8, again, ws, cost, alpha));
+            // Candidates are costed without building their slots: the same step lengths, and
+            // the same step count after shaping (with and without a receiver-side drop).
+            detail::stage_schedule counted;
+            REQUIRE(detail::build_rail_packed<false>(stages, pair, 8, 2 * alpha, line / 8, counted, ws));
+            CHECK(counted.slots.empty());
+            CHECK(counted.last_step == whole.last_step);
+            CHECK(ws.length == lengths);
+            for (const double drop : {0.0, 2.0}) {
+                INFO("drop " << drop);
+                detail::stage_schedule shaped = whole;
+                REQUIRE(detail::build_rail_packed<false>(stages, pair, 8, 2 * alpha, line / 8, counted, ws));
+                const std::int32_t steps = detail::shape_steps<false>(counted, 1.5, 2 * alpha, drop, ws);
+                detail::shape_steps(shaped, 1.5, 2 * alpha, drop, ws);
+                CHECK(steps == shaped.last_step);
+                CHECK(steps > whole.last_step); // the ramps split steps, so the check has teeth
+            }
             detail::shape_steps(whole, 1.5, 2 * alpha, 0, ws);
             detail::step_lengths(whole, lengths);
             CHECK(std::accumulate(lengths.begin(), lengths.end(), std::int64_t{0}) == sum);

@@ -256,19 +256,27 @@ inline void build_uniform_rails(const decomposition& stages, std::span<const std
 /// best such cost so far as `budget`: the build stops, returning false, once the steps built
 /// reach it. shape_steps only splits steps (their lengths keep their sum), so such a schedule
 /// cannot end below the budget.
-inline bool build_rail_packed(const decomposition& stages, std::span<const std::int64_t> pair_bytes,
-                              int g, std::int64_t min_step, std::int64_t max_step, stage_schedule& out,
-                              schedule_workspace& ws, double budget = HUGE_VAL, std::int64_t step_cost = 0) {
+///
+/// Every cell takes min(D, its bytes) from every server of its stage, so a stage's duration
+/// after a cell is exactly max(0, duration - D): the steps follow from the stage durations
+/// alone. With `materialise` false nothing is written to `out` but its step count
+/// (out.last_step), and ws.length holds each step's length (index 0 unused): what
+/// shape_lengths needs to cost the schedule without building it.
+template <bool materialise = true>
+bool build_rail_packed(const decomposition& stages, std::span<const std::int64_t> pair_bytes,
+                       int g, std::int64_t min_step, std::int64_t max_step, stage_schedule& out,
+                       schedule_workspace& ws, double budget = HUGE_VAL, std::int64_t step_cost = 0) {
     const int s_count = stages.n;
     const auto us = static_cast<std::size_t>(s_count);
     const std::size_t k_count = stages.size();
     out.clear(s_count, g);
+    if constexpr (!materialise) ws.length.assign(1, 0);
     std::vector<std::int64_t>& left = ws.left;
     std::vector<std::int64_t>& real = ws.real;
     std::vector<std::int64_t>& duration = ws.duration;
     std::vector<std::size_t>& order = ws.order;
     left.assign(pair_bytes.begin(), pair_bytes.end());
-    real.assign(k_count * us, 0);
+    if constexpr (materialise) real.assign(k_count * us, 0);
     duration.assign(k_count, 0);
     for (std::size_t k = 0; k < k_count; ++k) {
         const auto perm = stages.perm(k);
@@ -277,13 +285,15 @@ inline bool build_rail_packed(const decomposition& stages, std::span<const std::
             if (d == s) continue;
             const std::int64_t n = std::min(stages.weights[k], left[s * us + d]);
             left[s * us + d] -= n;
-            real[k * us + s] = n;
+            if constexpr (materialise) real[k * us + s] = n;
             duration[k] = std::max(duration[k], n);
         }
     }
     std::vector<std::size_t>& perm_of = ws.perm_of;
-    perm_of.resize(k_count);
-    for (std::size_t k = 0; k < k_count; ++k) perm_of[k] = out.add_perm(stages.perm(k));
+    if constexpr (materialise) {
+        perm_of.resize(k_count);
+        for (std::size_t k = 0; k < k_count; ++k) perm_of[k] = out.add_perm(stages.perm(k));
+    }
     order.clear();
     for (std::size_t k = 0; k < k_count; ++k)
         if (duration[k] > 0) order.push_back(k);
@@ -327,21 +337,28 @@ inline bool build_rail_packed(const decomposition& stages, std::span<const std::
             std::int64_t* stage_real = real.data() + k * us;
             for (std::int64_t c = 0; c < cells; ++c) {
                 const std::int64_t part = level;
-                const std::size_t b = out.add_bytes();
-                std::int64_t longest = 0;
-                for (std::size_t s = 0; s < us; ++s) {
-                    const std::int64_t n = std::min(part, stage_real[s]);
-                    stage_real[s] -= n;
-                    out.bytes[b * us + s] = n;
+                if constexpr (materialise) {
+                    const std::size_t b = out.add_bytes();
+                    std::int64_t longest = 0;
+                    for (std::size_t s = 0; s < us; ++s) {
+                        const std::int64_t n = std::min(part, stage_real[s]);
+                        stage_real[s] -= n;
+                        out.bytes[b * us + s] = n;
+                        length = std::max(length, n);
+                        longest = std::max(longest, stage_real[s]);
+                    }
+                    duration[k] = longest;
+                    out.slots.push_back({static_cast<std::int32_t>(rail), step, perm_of[k], b});
+                } else {
+                    const std::int64_t n = std::min(part, duration[k]);
                     length = std::max(length, n);
-                    longest = std::max(longest, stage_real[s]);
+                    duration[k] -= n;
                 }
-                duration[k] = longest;
-                out.slots.push_back({static_cast<std::int32_t>(rail), step, perm_of[k], b});
                 ++rail;
                 if (duration[k] == 0) break;
             }
         }
+        if constexpr (!materialise) ws.length.push_back(length);
         cost += static_cast<double>(length) + static_cast<double>(step_cost);
         if (cost >= budget) return false;
         order.erase(std::remove_if(order.begin(), order.end(), [&](std::size_t k) { return duration[k] == 0; }),
@@ -377,22 +394,32 @@ inline void step_lengths(const stage_schedule& sc, std::vector<std::int64_t>& le
 /// step then comes first, after its rising ramp, and every other step follows it, longest first;
 /// the step after it must be at least 1 / `drop` of it (parts of the longest step are split off
 /// after it until it is). Steps are renumbered 1, 2, ...
-inline void shape_steps(stage_schedule& sc, double growth, std::int64_t edge, double drop, schedule_workspace& ws) {
+///
+/// With `materialise` false the shape is only counted, from the step lengths in ws.length
+/// (index 0 unused, every step non-empty: build_rail_packed<false>), and `sc` is left alone.
+/// Returns the number of steps.
+template <bool materialise = true>
+std::int32_t shape_steps(stage_schedule& sc, double growth, std::int64_t edge, double drop, schedule_workspace& ws) {
     const auto us = static_cast<std::size_t>(sc.servers);
-    if (sc.slots.empty()) return;
-    slots_by_step(sc, ws.begin, ws.members);
-    // Every slot gets its new step from the side it ends up on (see below); 0 until then.
-    for (auto& x : sc.slots) x.step = 0;
-    // Step lengths, computed once: a carve of `amount` shortens a step of length L to
-    // max(0, L - amount) exactly (every slot gives min(amount, its bytes) per server).
-    ws.length.assign(ws.begin.size(), 0);
-    for (std::size_t k = 0; k + 1 < ws.begin.size(); ++k)
-        for (std::size_t j = ws.begin[k]; j < ws.begin[k + 1]; ++j)
-            ws.length[k] = std::max(ws.length[k], sc.longest(sc.slots[ws.members[j]]));
-    auto length = [&](std::size_t step) { return ws.length[step]; };
     ws.order.clear();
-    for (std::size_t k = 0; k + 1 < ws.begin.size(); ++k)
-        if (ws.begin[k + 1] > ws.begin[k]) ws.order.push_back(k);
+    if constexpr (materialise) {
+        if (sc.slots.empty()) return sc.last_step;
+        slots_by_step(sc, ws.begin, ws.members);
+        // Every slot gets its new step from the side it ends up on (see below); 0 until then.
+        for (auto& x : sc.slots) x.step = 0;
+        // Step lengths, computed once: a carve of `amount` shortens a step of length L to
+        // max(0, L - amount) exactly (every slot gives min(amount, its bytes) per server).
+        ws.length.assign(ws.begin.size(), 0);
+        for (std::size_t k = 0; k + 1 < ws.begin.size(); ++k)
+            for (std::size_t j = ws.begin[k]; j < ws.begin[k + 1]; ++j)
+                ws.length[k] = std::max(ws.length[k], sc.longest(sc.slots[ws.members[j]]));
+        for (std::size_t k = 0; k + 1 < ws.begin.size(); ++k)
+            if (ws.begin[k + 1] > ws.begin[k]) ws.order.push_back(k);
+    } else {
+        for (std::size_t k = 1; k < ws.length.size(); ++k) ws.order.push_back(k);
+        if (ws.order.empty()) return 0;
+    }
+    auto length = [&](std::size_t step) { return ws.length[step]; };
     stable_sort_by(ws.order, ws.keys, length);
     ws.rising.clear();
     ws.falling.clear();
@@ -410,16 +437,20 @@ inline void shape_steps(stage_schedule& sc, double growth, std::int64_t edge, do
     // Splits `amount` off every slot of `step` into new slots numbered `step_number`; the part
     // keeps each slot's permutation, each server sending min(amount, its bytes).
     auto carve = [&](std::size_t step, std::int64_t amount, std::int32_t step_number) {
-        for (std::size_t j = ws.begin[step]; j < ws.begin[step + 1]; ++j) {
-            const auto x = sc.slots[ws.members[j]];
-            const std::size_t b = sc.add_bytes();
-            std::int64_t* nb = sc.bytes.data() + b * us;
-            std::int64_t* xb = sc.bytes.data() + x.bytes * us;
-            for (std::size_t s = 0; s < us; ++s) {
-                nb[s] = std::min(amount, xb[s]);
-                xb[s] -= nb[s];
+        if constexpr (materialise) {
+            for (std::size_t j = ws.begin[step]; j < ws.begin[step + 1]; ++j) {
+                const auto x = sc.slots[ws.members[j]];
+                const std::size_t b = sc.add_bytes();
+                std::int64_t* nb = sc.bytes.data() + b * us;
+                std::int64_t* xb = sc.bytes.data() + x.bytes * us;
+                for (std::size_t s = 0; s < us; ++s) {
+                    nb[s] = std::min(amount, xb[s]);
+                    xb[s] -= nb[s];
+                }
+                sc.slots.push_back({x.rail, step_number, x.perm, b});
             }
-            sc.slots.push_back({x.rail, step_number, x.perm, b});
+        } else {
+            (void)step_number;
         }
         ws.length[step] -= std::min(amount, ws.length[step]);
     };
@@ -445,8 +476,9 @@ inline void shape_steps(stage_schedule& sc, double growth, std::int64_t edge, do
             if (n > 0) {
                 ++number;
                 last = n;
-                for (std::size_t j = ws.begin[step]; j < ws.begin[step + 1]; ++j)
-                    sc.slots[ws.members[j]].step = sign * number;
+                if constexpr (materialise)
+                    for (std::size_t j = ws.begin[step]; j < ws.begin[step + 1]; ++j)
+                        sc.slots[ws.members[j]].step = sign * number;
             }
             limit = std::max(limit, saturate(growth * static_cast<double>(std::max(n, edge))));
         }
@@ -466,13 +498,16 @@ inline void shape_steps(stage_schedule& sc, double growth, std::int64_t edge, do
         next = std::min(allowed, peak / 2);
         carve(ws.rising.back(), next, -++falling);
     }
-    sc.slots.erase(std::remove_if(sc.slots.begin(), sc.slots.end(),
-                                  [&](const stage_schedule::slot& x) { return sc.longest(x) == 0; }),
-                   sc.slots.end());
-    // Rising steps keep their numbers; the falling side follows, its last-built step first.
-    for (auto& x : sc.slots)
-        if (x.step < 0) x.step = rising + falling + 1 + x.step;
-    sc.last_step = rising + falling;
+    if constexpr (materialise) {
+        sc.slots.erase(std::remove_if(sc.slots.begin(), sc.slots.end(),
+                                      [&](const stage_schedule::slot& x) { return sc.longest(x) == 0; }),
+                       sc.slots.end());
+        // Rising steps keep their numbers; the falling side follows, its last-built step first.
+        for (auto& x : sc.slots)
+            if (x.step < 0) x.step = rising + falling + 1 + x.step;
+        sc.last_step = rising + falling;
+    }
+    return rising + falling;
 }
 
 /// Divides every entry of the n x n matrix `a` by `quantum`, rounding up.
