@@ -334,10 +334,10 @@ bool build_rail_packed(const decomposition& stages, std::span<const std::int64_t
                 if (level == lo) continue; // shorter than a full cell: a later, shorter step
                 cells = 1;                 // below min_step: takes a cell whole
             }
-            std::int64_t* stage_real = real.data() + k * us;
             for (std::int64_t c = 0; c < cells; ++c) {
                 const std::int64_t part = level;
                 if constexpr (materialise) {
+                    std::int64_t* stage_real = real.data() + k * us;
                     const std::size_t b = out.add_bytes();
                     std::int64_t longest = 0;
                     for (std::size_t s = 0; s < us; ++s) {
