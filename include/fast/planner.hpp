@@ -2,7 +2,8 @@
 /// \file planner.hpp
 /// make_plan(traffic, topology, options): the FAST schedule and the baselines, as plans in the
 /// contract of plan.hpp. A `planner` keeps its buffers between calls (MoE plans on every layer
-/// call), so repeated planning allocates nothing once the sizes have been seen.
+/// call), so repeated planning allocates nothing once the sizes have been seen; its make_slice
+/// plans only the part one server takes part in.
 ///
 /// FAST (DESIGN.md, docs/algorithm.md):
 ///  1. balancing: the GPUs of server s share what s sends to server d, rail-aligned (GPU i of s
@@ -171,6 +172,7 @@ public:
     /// Plans `m` (validated against the topology). The reference stays valid until the next
     /// call.
     const plan& make(const traffic_matrix& m) {
+        slice_ = -1;
         validate_traffic(m, topo_);
         switch (options_.scheduler) {
         case scheduler::direct: plan_ = make_direct_plan(m, topo_); break;
@@ -181,7 +183,58 @@ public:
         return plan_;
     }
 
+    /// The slice of make(m) that server `server` takes part in, for runtimes in which every
+    /// server plans only its own part: the transfers with an end in the server, in the same
+    /// steps and order and with the same sizes as in the whole plan, and the server's ranks'
+    /// scratch sizes. Offsets at the other end of a transfer that leaves or enters the server
+    /// read 0 (each side posts its own buffer: tag-matched messaging needs no more), as do other
+    /// ranks' scratch sizes. Steps are numbered alike in every server's slice of the same
+    /// matrix; a step may be empty. The FAST schedule is computed whole (every server computes the
+    /// same one) but only the tiles with an end in the server are emitted; the baselines and the
+    /// exact policy with an automatic order (chosen by predicting whole plans) plan the whole
+    /// plan and keep the slice. The whole plan is what the verifier checks; a slice is checked
+    /// against it (tests/unit/planner_test.cpp). The reference stays valid until the next call.
+    const plan& make_slice(const traffic_matrix& m, int server) {
+        if (server < 0 || server >= topo_.servers)
+            throw invalid_argument("server " + std::to_string(server) + " is not in 0 .. " +
+                                   std::to_string(topo_.servers - 1));
+        if (options_.scheduler != scheduler::fast ||
+            (options_.policy == policy::exact && options_.order == stage_order::automatic)) {
+            make(m);
+            keep_slice(server);
+            return plan_;
+        }
+        validate_traffic(m, topo_);
+        slice_ = server;
+        make_fast(m);
+        slice_ = -1;
+        return plan_;
+    }
+
 private:
+    // Reduces the whole plan in plan_ to server's slice (see make_slice).
+    void keep_slice(int server) {
+        const int first = server * topo_.gpus_per_server;
+        auto own = [&](int rank) { return rank >= first && rank < first + topo_.gpus_per_server; };
+        std::size_t kept = 0;
+        for (std::size_t k = 0; k + 1 < plan_.step_offsets.size(); ++k) {
+            const std::size_t begin = plan_.step_offsets[k];
+            const std::size_t end = plan_.step_offsets[k + 1];
+            plan_.step_offsets[k] = kept;
+            for (std::size_t j = begin; j < end; ++j) {
+                transfer t = plan_.transfers[j];
+                if (!own(t.src) && !own(t.dst)) continue;
+                if (!own(t.src)) t.src_offset = 0;
+                if (!own(t.dst)) t.dst_offset = 0;
+                plan_.transfers[kept++] = t;
+            }
+        }
+        plan_.step_offsets.back() = kept;
+        plan_.transfers.resize(kept);
+        for (std::size_t r = 0; r < plan_.scratch_bytes.size(); ++r)
+            if (!own(static_cast<int>(r))) plan_.scratch_bytes[r] = 0;
+    }
+
     void make_fast(const traffic_matrix& m) {
         switch (options_.policy) {
         case policy::exact: make_exact(m); break;
@@ -426,9 +479,10 @@ private:
         builder_.start(m, topo_, schedule_.last_step, timing, options_.window, step_bytes_);
         rails_.resize(ug);
         head_.assign(ug, 0);
+        const auto only = static_cast<std::size_t>(slice_); // a slice: the tiles with an end in it
         for (std::size_t s = 0; s < us; ++s)
             for (std::size_t d = 0; d < us; ++d) {
-                if (s == d) continue;
+                if (s == d || (slice_ >= 0 && s != only && d != only)) continue;
                 builder_.load_tile(static_cast<int>(s), static_cast<int>(d));
                 // Nothing hides a gather before the first scale-out step: a rail's bytes in it
                 // should be its own GPU's (own-first rails start with them anyway).
@@ -446,12 +500,13 @@ private:
                                          slots_of_.of((s * us + d) * ug + rail));
             }
         for (std::size_t s = 0; s < us; ++s) {
+            if (slice_ >= 0 && s != only) continue;
             builder_.load_tile(static_cast<int>(s), static_cast<int>(s));
             builder_.emit_intra_tile();
         }
         plan_.topology = topo_;
         plan_.one_to_one_scale_out = true;
-        builder_.finish(plan_);
+        builder_.finish(plan_, slice_);
     }
 
     // --- FAST without balancing: stages of the GPU-level matrix ------------------------------
@@ -537,6 +592,7 @@ private:
     fast::topology topo_;
     plan_options options_;
     plan plan_;
+    int slice_ = -1; // make_slice: the server whose slice is being emitted
     // Buffers kept between calls.
     std::vector<std::int64_t> share_;
     std::vector<std::int64_t> server_;

@@ -148,6 +148,80 @@ TEST_CASE("a planner reused across calls gives the same plans as fresh ones") {
     }
 }
 
+namespace {
+// A plan's steps as lists of transfers, empty steps left out (slices keep them, whole plans do not).
+std::vector<std::vector<transfer>> non_empty_steps(const plan& p) {
+    std::vector<std::vector<transfer>> steps;
+    for (std::size_t k = 0; k < p.steps(); ++k)
+        if (!p.step(k).empty()) steps.emplace_back(p.step(k).begin(), p.step(k).end());
+    return steps;
+}
+} // namespace
+
+TEST_CASE("a server's slice is the whole plan's transfers with an end in it, stepped alike in every slice") {
+    struct setup {
+        topology t;
+        plan_options o;
+    };
+    std::vector<setup> setups;
+    for (const auto& [servers, g] : {std::pair{4, 8}, std::pair{5, 3}, std::pair{8, 8}, std::pair{6, 1}})
+        for (const policy p : all_policies) setups.push_back({make_topology(servers, g), with(scheduler::fast, p)});
+    setups.push_back({make_topology(4, 4), with(scheduler::fast, policy::exact)});
+    setups.back().o.order = stage_order::descending; // exact with a fixed order: emitted as a slice
+    setups.push_back({make_topology(4, 4), with(scheduler::direct)});
+    for (const setup& x : setups)
+        for (std::uint64_t seed = 1; seed <= 2; ++seed) {
+            const topology& t = x.t;
+            const traffic_matrix m = seed == 1 ? make_zipf(t, 0.8, 1 << 24, seed) : make_moe(t, moe_options{}, 1 << 24, seed);
+            planner whole(t, x.o);
+            const plan full = whole.make(m);
+            test::check_plan(full, m);
+            planner sliced(t, x.o);
+            std::vector<plan> slices;
+            for (int s = 0; s < t.servers; ++s) {
+                INFO(t.servers << " x " << t.gpus_per_server << ", policy " << to_string(x.o.policy) << ", scheduler "
+                               << to_string(x.o.scheduler) << ", seed " << seed << ", server " << s);
+                slices.push_back(sliced.make_slice(m, s));
+                const plan& slice = slices.back();
+                const int first = s * t.gpus_per_server;
+                auto own = [&](int r) { return r >= first && r < first + t.gpus_per_server; };
+                plan expected = full;
+                for (transfer& tr : expected.transfers) {
+                    if (!own(tr.src)) tr.src_offset = 0;
+                    if (!own(tr.dst)) tr.dst_offset = 0;
+                }
+                auto steps = non_empty_steps(expected);
+                for (auto& step : steps)
+                    std::erase_if(step, [&](const transfer& tr) { return !own(tr.src) && !own(tr.dst); });
+                std::erase_if(steps, [](const auto& step) { return step.empty(); });
+                CHECK(non_empty_steps(slice) == steps);
+                for (int r = 0; r < t.ranks(); ++r)
+                    CHECK(slice.scratch_bytes[static_cast<std::size_t>(r)] ==
+                          (own(r) ? full.scratch_bytes[static_cast<std::size_t>(r)] : 0));
+            }
+            // Both ends of a transfer between two servers see it in the same step of their slices.
+            for (std::size_t s = 1; s < slices.size(); ++s) REQUIRE(slices[s].steps() == slices[0].steps());
+            for (std::size_t k = 0; k < slices[0].steps(); ++k)
+                for (int a = 0; a < t.servers; ++a)
+                    for (int b = 0; b < t.servers; ++b) {
+                        if (a == b) continue;
+                        auto between = [&](const plan& p) {
+                            std::vector<std::tuple<int, int, std::int64_t>> out;
+                            for (const transfer& tr : p.step(k))
+                                if (t.server_of(tr.src) == a && t.server_of(tr.dst) == b)
+                                    out.emplace_back(tr.src, tr.dst, tr.bytes);
+                            return out;
+                        };
+                        CHECK(between(slices[static_cast<std::size_t>(a)]) == between(slices[static_cast<std::size_t>(b)]));
+                    }
+            CHECK(sliced.make(m) == full); // a planner that sliced plans whole plans again
+        }
+    planner p(make_topology(3, 2));
+    const traffic_matrix m = make_uniform(make_topology(3, 2), 1 << 20);
+    CHECK_THROWS_WITH(p.make_slice(m, 3), Catch::Contains("server 3 is not in 0 .. 2"));
+    CHECK_THROWS_WITH(p.make_slice(m, -1), Catch::Contains("server -1 is not in 0 .. 2"));
+}
+
 TEST_CASE("bad options and mismatched matrices are named") {
     const topology t = make_topology(2, 2);
     plan_options o;
