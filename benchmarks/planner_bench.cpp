@@ -9,7 +9,9 @@
 // plans the next matrix). decompose/{warm,cold} time the decomposition alone, with and without
 // warm-started matchings; plan_fresh against plan_reused is what reusing a planner saves;
 // plan_varied against plan_reused is what a new matrix on every call costs (as in MoE, where the
-// branch predictor cannot learn one matrix's decisions); transfer_list_copy is the memory floor of materialising a plan's transfers (a copy, no planning).
+// branch predictor cannot learn one matrix's decisions); plan_slice is one server's part of the
+// plan (planner::make_slice, what a runtime in which every server plans its own part pays);
+// transfer_list_copy is the memory floor of materialising a plan's transfers (a copy, no planning).
 
 #include <benchmark/benchmark.h>
 
@@ -72,6 +74,23 @@ void plan_varied(benchmark::State& state, const std::string& name) {
         k = (k + 1) % all.size();
     }
     report(state, planner.make(all[k]), all[k]);
+}
+
+// One server's slice of the plan (planner::make_slice), the servers in turn; the counters are
+// the slice's (transfers) and the whole plan's (ratio, stages: the slice has its schedule).
+void plan_slice(benchmark::State& state, const std::string& name) {
+    const fast::topology t = fast::make_topology(static_cast<int>(state.range(0)), 8);
+    const fast::traffic_matrix m = workload(name, t);
+    fast::planner planner(t);
+    for (int s = 0; s < t.servers; ++s) benchmark::DoNotOptimize(&planner.make_slice(m, s)); // warm
+    int s = 0;
+    std::size_t transfers = 0;
+    for (auto _ : state) {
+        transfers = planner.make_slice(m, s).transfers.size();
+        s = (s + 1) % t.servers;
+    }
+    report(state, planner.make(m), m);
+    state.counters["transfers"] = static_cast<double>(transfers);
 }
 
 // The same with a fresh planner per call (every buffer allocated again).
@@ -165,6 +184,8 @@ BENCHMARK_CAPTURE(plan_reused, zipf, std::string("zipf"), fast::policy::rail_pac
 BENCHMARK_CAPTURE(plan_reused, moe, std::string("moe"), fast::policy::rail_packed)->Apply(sizes);
 BENCHMARK_CAPTURE(plan_varied, zipf, std::string("zipf"))->Apply(sizes);
 BENCHMARK_CAPTURE(plan_varied, moe, std::string("moe"))->Apply(sizes);
+BENCHMARK_CAPTURE(plan_slice, zipf, std::string("zipf"))->Apply(sizes);
+BENCHMARK_CAPTURE(plan_slice, moe, std::string("moe"))->Apply(sizes);
 BENCHMARK_CAPTURE(plan_fresh, zipf, std::string("zipf"))->Apply(sizes);
 BENCHMARK(transfer_list_copy)->Apply(sizes);
 BENCHMARK_CAPTURE(plan_reused, zipf_bottleneck, std::string("zipf"), fast::policy::bottleneck)
