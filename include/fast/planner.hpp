@@ -185,10 +185,10 @@ public:
 
     /// The slice of make(m) that server `server` takes part in, for runtimes in which every
     /// server plans only its own part: the transfers with an end in the server, in the same
-    /// steps and order and with the same sizes as in the whole plan, and the server's ranks'
-    /// scratch sizes. Offsets at the other end of a transfer that leaves or enters the server
-    /// read 0 (each side posts its own buffer: tag-matched messaging needs no more), as do other
-    /// ranks' scratch sizes. Steps are numbered alike in every server's slice of the same
+    /// steps and order and with the same sizes and offsets as in the whole plan, and the
+    /// server's ranks' scratch sizes; except that offsets into the scratch of another server's
+    /// rank read 0 (that server's scratch layout is its own business; with tag-matched messages
+    /// each side posts its own buffer), as do other ranks' scratch sizes. Steps are numbered alike in every server's slice of the same
     /// matrix; a step may be empty. The FAST schedule is computed whole (every server computes the
     /// same one) but only the tiles with an end in the server are emitted; the baselines and the
     /// exact policy with an automatic order (chosen by predicting whole plans) plan the whole
@@ -224,8 +224,8 @@ private:
             for (std::size_t j = begin; j < end; ++j) {
                 transfer t = plan_.transfers[j];
                 if (!own(t.src) && !own(t.dst)) continue;
-                if (!own(t.src)) t.src_offset = 0;
-                if (!own(t.dst)) t.dst_offset = 0;
+                if (!own(t.src) && t.src_buffer == buffer::scratch) t.src_offset = 0;
+                if (!own(t.dst) && t.dst_buffer == buffer::scratch) t.dst_offset = 0;
                 plan_.transfers[kept++] = t;
             }
         }

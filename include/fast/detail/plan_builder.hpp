@@ -278,9 +278,9 @@ public:
     ///
     /// With `server` >= 0 the plan is that server's slice (the caller emitted only the tiles
     /// with an end in it): only transfers with an end in the server are kept, every step is kept
-    /// (empty or not, so that all servers' slices number steps alike), offsets at ranks of other
-    /// servers read 0 (their scratch layout is not known here) and so do those ranks' scratch
-    /// sizes.
+    /// (empty or not, so that all servers' slices number steps alike), and offsets into the
+    /// scratch of other servers' ranks read 0 (their scratch layout is not known here), as do
+    /// those ranks' scratch sizes.
     void finish(plan& out, int server = -1) {
         const auto r = static_cast<std::size_t>(topo_.ranks());
         layout_regions(r);
@@ -304,10 +304,10 @@ public:
                 if (server >= 0) {
                     if (foreign(x.t.src) && foreign(x.t.dst)) continue;
                     transfer& t = out.transfers.emplace_back(x.t);
-                    if (foreign(t.src)) t.src_offset = 0;
-                    else if (x.src_region != no_region) t.src_offset += regions_[x.src_region].base;
-                    if (foreign(t.dst)) t.dst_offset = 0;
-                    else if (x.dst_region != no_region) t.dst_offset += regions_[x.dst_region].base;
+                    if (x.src_region != no_region)
+                        t.src_offset = foreign(t.src) ? 0 : t.src_offset + regions_[x.src_region].base;
+                    if (x.dst_region != no_region)
+                        t.dst_offset = foreign(t.dst) ? 0 : t.dst_offset + regions_[x.dst_region].base;
                     continue;
                 }
                 transfer& t = out.transfers.emplace_back(x.t);
