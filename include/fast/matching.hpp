@@ -118,6 +118,9 @@ public:
                 row_of_[static_cast<std::size_t>(c)] = -1;
             }
         }
+        free_.assign(static_cast<std::size_t>(words), 0);
+        for (int c = 0; c < n_; ++c)
+            if (row_of_[static_cast<std::size_t>(c)] < 0) free_[static_cast<std::size_t>(c >> 6)] |= std::uint64_t{1} << (c & 63);
         for (int root = 0; root < n_; ++root) {
             if (col_of_[static_cast<std::size_t>(root)] >= 0) continue;
             std::fill(seen_.begin(), seen_.end(), 0);
@@ -127,6 +130,14 @@ public:
             for (std::size_t head = 0; head < queue_.size() && free_col < 0; ++head) {
                 const int r = queue_[head];
                 const std::uint64_t* row = g.row(r);
+                // The row's lowest unseen free column, which the scan below would stop at, ends
+                // the search at once (the scan then only queues rows).
+                for (int w = 0; w < words; ++w)
+                    if (const std::uint64_t hit = row[w] & ~seen_[static_cast<std::size_t>(w)] & free_[static_cast<std::size_t>(w)]) {
+                        free_col = w * 64 + __builtin_ctzll(hit);
+                        parent_[static_cast<std::size_t>(free_col)] = r;
+                        break;
+                    }
                 for (int w = 0; w < words && free_col < 0; ++w) {
                     std::uint64_t fresh = row[w] & ~seen_[static_cast<std::size_t>(w)];
                     seen_[static_cast<std::size_t>(w)] |= fresh;
@@ -144,6 +155,7 @@ public:
                 }
             }
             if (free_col < 0) return false;
+            free_[static_cast<std::size_t>(free_col >> 6)] &= ~(std::uint64_t{1} << (free_col & 63));
             // Flip the path back to the root: each row on it takes the column that reached it.
             for (int c = free_col; c >= 0;) {
                 const int r = parent_[static_cast<std::size_t>(c)];
@@ -278,6 +290,7 @@ private:
     std::vector<int> queue_;
     std::vector<int> path_;
     std::vector<std::uint64_t> seen_; // columns reached, one bit each
+    std::vector<std::uint64_t> free_; // complete(bit_rows): unmatched columns, one bit each
     std::vector<int> parent_;         // per column: the row that reached it
 };
 
