@@ -48,3 +48,16 @@ TEST_CASE("planning again with a reused planner allocates nothing") {
         }
     }
 }
+
+TEST_CASE("planning servers' slices again with a reused planner allocates nothing") {
+    const topology t = make_topology(8, 8);
+    const traffic_matrix m = make_moe(t, moe_options{}, 1 << 26, 7);
+    planner reused(t);
+    fast::test::check_plan(reused.make(m), m); // the whole plan the slices are parts of
+    for (int s = 0; s < t.servers; ++s) (void)reused.make_slice(m, s); // sizes every buffer
+    const long before = allocations.load();
+    std::size_t transfers = 0;
+    for (int s = 0; s < t.servers; ++s) transfers += reused.make_slice(m, s).transfers.size();
+    CHECK(allocations.load() - before == 0);
+    CHECK(transfers > 0);
+}
