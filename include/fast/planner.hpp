@@ -208,11 +208,13 @@ public:
         slice_ = server;
         make_fast(m);
         slice_ = -1;
+        keep_slice(server);
         return plan_;
     }
 
 private:
-    // Reduces the whole plan in plan_ to server's slice (see make_slice).
+    // Reduces plan_ to server's slice (see make_slice): a whole plan, or one emitted from the
+    // tiles with an end in the server (whose other servers' scratch layouts are partial).
     void keep_slice(int server) {
         const int first = server * topo_.gpus_per_server;
         auto own = [&](int rank) { return rank >= first && rank < first + topo_.gpus_per_server; };
@@ -506,7 +508,7 @@ private:
         }
         plan_.topology = topo_;
         plan_.one_to_one_scale_out = true;
-        builder_.finish(plan_, slice_);
+        builder_.finish(plan_, slice_ >= 0);
     }
 
     // --- FAST without balancing: stages of the GPU-level matrix ------------------------------

@@ -273,25 +273,16 @@ public:
         }
     }
 
-    /// Concatenates the steps (dropping empty ones) into `out`, lays out each rank's scratch
-    /// regions and resolves the region-relative offsets.
-    ///
-    /// With `server` >= 0 the plan is that server's slice (the caller emitted only the tiles
-    /// with an end in it): only transfers with an end in the server are kept, every step is kept
-    /// (empty or not, so that all servers' slices number steps alike), and offsets into the
-    /// scratch of other servers' ranks read 0 (their scratch layout is not known here), as do
-    /// those ranks' scratch sizes.
-    void finish(plan& out, int server = -1) {
+    /// Concatenates the steps into `out` (dropping empty ones unless `keep_empty_steps`: a
+    /// server's slice keeps them so that all slices number steps alike), lays out each rank's
+    /// scratch regions and resolves the region-relative offsets.
+    void finish(plan& out, bool keep_empty_steps = false) {
         const auto r = static_cast<std::size_t>(topo_.ranks());
         layout_regions(r);
-        const int first = server * g_;
-        const int end = first + g_;
-        auto foreign = [&](int rank) { return server >= 0 && (rank < first || rank >= end); };
         out.scratch_bytes.assign(r, 0);
         for (const region& x : regions_)
-            if (!foreign(x.rank))
-                out.scratch_bytes[static_cast<std::size_t>(x.rank)] =
-                    std::max(out.scratch_bytes[static_cast<std::size_t>(x.rank)], checked_add(x.base, x.size, "scratch of one rank"));
+            out.scratch_bytes[static_cast<std::size_t>(x.rank)] =
+                std::max(out.scratch_bytes[static_cast<std::size_t>(x.rank)], checked_add(x.base, x.size, "scratch of one rank"));
         std::size_t total = 0;
         for (std::size_t k = 0; k < steps_; ++k) total += buckets_[k].size();
         out.transfers.clear();
@@ -299,17 +290,8 @@ public:
         out.step_offsets.assign(1, 0);
         for (std::size_t k = 0; k < steps_; ++k) {
             const std::vector<record>& b = buckets_[k];
-            if (b.empty() && server < 0) continue;
+            if (b.empty() && !keep_empty_steps) continue;
             for (const record& x : b) {
-                if (server >= 0) {
-                    if (foreign(x.t.src) && foreign(x.t.dst)) continue;
-                    transfer& t = out.transfers.emplace_back(x.t);
-                    if (x.src_region != no_region)
-                        t.src_offset = foreign(t.src) ? 0 : t.src_offset + regions_[x.src_region].base;
-                    if (x.dst_region != no_region)
-                        t.dst_offset = foreign(t.dst) ? 0 : t.dst_offset + regions_[x.dst_region].base;
-                    continue;
-                }
                 transfer& t = out.transfers.emplace_back(x.t);
                 if (x.src_region != no_region) t.src_offset += regions_[x.src_region].base;
                 if (x.dst_region != no_region) t.dst_offset += regions_[x.dst_region].base;
