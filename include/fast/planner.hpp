@@ -188,12 +188,13 @@ public:
     /// steps and order and with the same sizes and offsets as in the whole plan, and the
     /// server's ranks' scratch sizes; except that offsets into the scratch of another server's
     /// rank read 0 (that server's scratch layout is its own business; with tag-matched messages
-    /// each side posts its own buffer), as do other ranks' scratch sizes. Steps are numbered alike in every server's slice of the same
-    /// matrix; a step may be empty. The FAST schedule is computed whole (every server computes the
-    /// same one) but only the tiles with an end in the server are emitted; the baselines and the
-    /// exact policy with an automatic order (chosen by predicting whole plans) plan the whole
-    /// plan and keep the slice. The whole plan is what the verifier checks; a slice is checked
-    /// against it (tests/unit/planner_test.cpp). The reference stays valid until the next call.
+    /// each side posts its own buffer), as do other ranks' scratch sizes. Steps are numbered
+    /// alike in every server's slice of the same matrix; a step may be empty. The FAST schedule
+    /// is computed whole (every server computes the same one) but only the tiles with an end in
+    /// the server are emitted; the baselines and the exact policy with an automatic order
+    /// (chosen by predicting whole plans) plan the whole plan and keep the slice. The whole plan
+    /// is what the verifier checks; a slice is checked against it (tests/unit/planner_test.cpp).
+    /// The reference stays valid until the next call.
     const plan& make_slice(const traffic_matrix& m, int server) {
         if (server < 0 || server >= topo_.servers)
             throw invalid_argument("server " + std::to_string(server) + " is not in 0 .. " +

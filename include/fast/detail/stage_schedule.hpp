@@ -261,7 +261,7 @@ inline void build_uniform_rails(const decomposition& stages, std::span<const std
 /// after a cell is exactly max(0, duration - D): the steps follow from the stage durations
 /// alone. With `materialise` false nothing is written to `out` but its step count
 /// (out.last_step), and ws.length holds each step's length (index 0 unused): what
-/// shape_lengths needs to cost the schedule without building it.
+/// shape_steps<false> needs to cost the schedule without building it.
 template <bool materialise = true>
 bool build_rail_packed(const decomposition& stages, std::span<const std::int64_t> pair_bytes,
                        int g, std::int64_t min_step, std::int64_t max_step, stage_schedule& out,
