@@ -217,8 +217,7 @@ private:
     // Reduces plan_ to server's slice (see make_slice): a whole plan, or one emitted from the
     // tiles with an end in the server (whose other servers' scratch layouts are partial).
     void keep_slice(int server) {
-        const int first = server * topo_.gpus_per_server;
-        auto own = [&](int rank) { return rank >= first && rank < first + topo_.gpus_per_server; };
+        auto own = [&](int rank) { return topo_.server_of(rank) == server; };
         std::size_t kept = 0;
         for (std::size_t k = 0; k + 1 < plan_.step_offsets.size(); ++k) {
             const std::size_t begin = plan_.step_offsets[k];

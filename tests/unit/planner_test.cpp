@@ -183,8 +183,7 @@ TEST_CASE("a server's slice is the whole plan's transfers with an end in it, ste
                                << to_string(x.o.scheduler) << ", seed " << seed << ", server " << s);
                 slices.push_back(sliced.make_slice(m, s));
                 const plan& slice = slices.back();
-                const int first = s * t.gpus_per_server;
-                auto own = [&](int r) { return r >= first && r < first + t.gpus_per_server; };
+                auto own = [&](int r) { return t.server_of(r) == s; };
                 plan expected = full;
                 for (transfer& tr : expected.transfers) {
                     if (!own(tr.src) && tr.src_buffer == buffer::scratch) tr.src_offset = 0;
