@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "detail/checked.hpp"
@@ -95,28 +96,6 @@ inline void balanced_shares(std::int64_t total, std::span<const std::int64_t> ow
     for (std::size_t k = 0; extra > 0; ++k, --extra) ++share[static_cast<std::size_t>(order[k])];
 }
 
-/// Scratch for assign_tile, reused across tiles.
-struct tile_workspace {
-    std::vector<std::int64_t> left;     // G x G bytes of each block not yet assigned
-    std::vector<std::int64_t> room;     // G bytes each rail can still take
-    std::vector<std::uint64_t> keys;
-    std::vector<std::vector<piece>> taken; // per rail: its pieces in the order they were taken
-    // Up to max_walk_g GPUs per server: per (rail, block), 1 + the index of the rail's piece of
-    // the block (0: none), so a busy rail's pieces come out in stream order by walking the
-    // blocks in that order instead of sorting. Entries are cleared as they are read.
-    std::vector<std::uint32_t> piece_at;
-    std::vector<int> by_heat; // final GPUs, hottest first
-    static constexpr int max_walk_g = 64;
-    void resize(int g) {
-        const auto n = static_cast<std::size_t>(g) * static_cast<std::size_t>(g);
-        left.resize(n);
-        room.resize(static_cast<std::size_t>(g));
-        if (g <= max_walk_g && piece_at.size() != n * static_cast<std::size_t>(g)) piece_at.assign(n * static_cast<std::size_t>(g), 0);
-        by_heat.resize(static_cast<std::size_t>(g));
-        taken.resize(static_cast<std::size_t>(g));
-    }
-};
-
 /// Which cheap move a rail prefers after its own diagonal block.
 enum class rail_preference {
     own_first,     ///< keep its own bytes (least balancing: the paper's up-front step is exposed)
@@ -135,87 +114,107 @@ inline void heat_ranks(std::span<const std::int64_t> heat, std::span<std::uint32
     for (std::size_t k = 0; k < heat.size(); ++k) rank[static_cast<std::size_t>(order[k])] = static_cast<std::uint32_t>(k);
 }
 
-/// Calls visit(origin, final) for every block of a G x G tile in rail `rail`'s stream order
-/// (stream_before with `diagonal`), given the final GPUs hottest first (`by_heat`; `heat`
-/// false: no heat, so by_heat is 0 .. G - 1 and ties go by origin).
-template <class Visit>
-void walk_stream_order(std::size_t rail, std::span<const int> by_heat, bool heat, bool diagonal, Visit&& visit) {
-    const std::size_t g = by_heat.size();
-    // Every origin but the rail itself, in order, without a branch per block.
-    auto others = [&](auto&& each) {
-        for (std::size_t a = 0; a < rail; ++a) each(a);
-        for (std::size_t a = rail + 1; a < g; ++a) each(a);
-    };
-    if (diagonal) visit(rail, rail);
-    for (const int f : by_heat) // own bytes that need redistribution
-        if (static_cast<std::size_t>(f) != rail) visit(rail, static_cast<std::size_t>(f));
-    if (!heat) { // bytes that need both moves
-        others([&](std::size_t a) { others([&](std::size_t b) { visit(a, b); }); });
-    } else {
-        for (const int f : by_heat)
-            if (static_cast<std::size_t>(f) != rail) others([&](std::size_t a) { visit(a, static_cast<std::size_t>(f)); });
+/// Buffers of assign_tile, reused across tiles, and its result: rail i's pieces in stream order
+/// are stream(i).
+struct tile_workspace {
+    [[nodiscard]] std::span<const piece> stream(std::size_t rail) const noexcept {
+        return {streams.data() + begin[rail], begin[rail + 1] - begin[rail]};
     }
-    others([&](std::size_t a) { visit(a, rail); }); // bytes already on their final rail
-    if (!diagonal) visit(rail, rail);
-}
+
+    static constexpr std::uint32_t none = UINT32_MAX;
+    void resize(std::size_t g) {
+        if (left.size() == g * g) return;
+        left.resize(g * g);
+        last_piece.assign(g * g, none);
+        room.resize(g);
+        cursor.resize(g * 4);
+        begin.resize(g + 1);
+        by_heat.resize(g);
+        // A take either empties a block or fills a rail.
+        taken.resize(g * g + g);
+        streams.resize(g * g + g);
+    }
+    // A piece as taken: its rail, and the piece of the same block taken before it.
+    struct take {
+        piece p;
+        std::uint32_t rail;
+        std::uint32_t previous;
+    };
+    std::vector<std::int64_t> left;        // G x G: bytes of each block not yet assigned
+    std::vector<std::int64_t> room;        // G: bytes each rail can still take
+    std::vector<std::uint32_t> last_piece; // G x G: the block's last piece taken (none: none yet)
+    std::vector<take> taken;               // in the order taken
+    std::vector<std::uint32_t> cursor;     // G x 4: pieces of each rail by kind, then where each kind goes
+    std::vector<std::uint32_t> begin;      // G + 1
+    std::vector<int> by_heat;              // final GPUs, hottest first
+    std::vector<piece> streams;
+};
 
 /// Assigns the bytes of a G x G tile (block (a, b) at tile[a * stride + b]) to G rails with
-/// capacities `capacity` (summing to the tile total). Fills out[rail] with the rail's pieces in
-/// stream order: stream_before's order, with the final GPUs' heat given as their
-/// positions `heat_rank` (heat_ranks; empty: no heat). Every byte is assigned exactly once, and
-/// a rail gets at most one piece of a block. A rail with a `head` (bytes its stream sends before
-/// any step could gather for it; empty: none) first covers it with bytes of its own GPU, as far
-/// as they go: its diagonal block, which its stream then puts first, and whole own blocks, before
-/// `preference` applies. O(G^2 log G).
-template <class PieceList>
-void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
-                 std::span<const std::int64_t> capacity, tile_workspace& ws,
-                 std::span<PieceList> out, std::span<const std::uint32_t> heat_rank = {},
-                 rail_preference preference = rail_preference::own_first,
-                 std::span<const std::int64_t> head = {}) {
-    ws.resize(g);
+/// capacities `capacity` (summing to the tile total); ws.stream(rail) is then the rail's pieces
+/// in stream order: stream_before's order, with the final GPUs' heat given as their positions
+/// `heat_rank` (heat_ranks; empty: no heat). Every byte is assigned exactly once, and a rail gets
+/// at most one piece of a block. A rail with a `head` (bytes its stream sends before any step
+/// could gather for it; empty: none) first covers it with bytes of its own GPU, as far as they
+/// go: its diagonal block, which its stream then puts first, and whole own blocks, before
+/// `preference` applies. O(G^2).
+///
+/// Greedy, cheap moves first: the diagonal block, the head, then the rail's own bytes and the
+/// bytes landing on its GPU in the order of `preference`, then the rest fills the rails with
+/// room in order. Stream order then needs no sort: within each kind of piece it does not depend
+/// on the rail (own bytes by final heat, bytes that need both moves by final heat then origin,
+/// bytes landing on the rail by origin), so one walk over the blocks in (final heat, origin)
+/// order (without heat: (origin, final)) deals every piece to its rail's segment of its kind.
+inline void assign_tile(const std::int64_t* tile, std::size_t stride, int g, std::span<const std::int64_t> capacity,
+                        tile_workspace& ws, std::span<const std::uint32_t> heat_rank = {},
+                        rail_preference preference = rail_preference::own_first,
+                        std::span<const std::int64_t> head = {}) {
     const auto ug = static_cast<std::size_t>(g);
-    const bool walk = g <= tile_workspace::max_walk_g;
-    for (std::size_t i = 0; i < ug; ++i) ws.taken[i].clear();
-    if (walk) {
-        for (std::size_t f = 0; f < ug; ++f) ws.by_heat[f] = static_cast<int>(f);
-        if (!heat_rank.empty())
-            for (std::size_t f = 0; f < ug; ++f) ws.by_heat[heat_rank[f]] = static_cast<int>(f);
-    }
+    ws.resize(ug);
+    std::int64_t* left = ws.left.data();
+    std::int64_t* room = ws.room.data();
+    std::uint32_t* last = ws.last_piece.data();
+    std::uint32_t* cursor = ws.cursor.data();
     // Plain loops: memcpy's size dispatch mispredicts on these short, varying lengths.
     for (std::size_t a = 0; a < ug; ++a)
-        for (std::size_t b = 0; b < ug; ++b) ws.left[a * ug + b] = tile[a * stride + b];
-    for (std::size_t i = 0; i < ug; ++i) ws.room[i] = capacity[i];
-
+        for (std::size_t b = 0; b < ug; ++b) left[a * ug + b] = tile[a * stride + b];
+    for (std::size_t i = 0; i < ug; ++i) room[i] = capacity[i];
+    std::fill(cursor, cursor + ug * 4, 0U);
+    // Kinds of pieces, in stream order: 0 own bytes that need redistribution, 1 bytes that need
+    // both moves, 2 bytes landing on the rail, 3 the diagonal block (first or last).
+    const auto kind = [](std::size_t rail, std::size_t a, std::size_t b) -> std::size_t {
+        return a == rail ? (b == rail ? 3 : 0) : (b == rail ? 2 : 1);
+    };
+    std::uint32_t taken = 0;
     auto take = [&](std::size_t rail, std::size_t a, std::size_t b) {
         const std::size_t k = a * ug + b;
-        const std::int64_t n = std::min(ws.left[k], ws.room[rail]);
+        const std::int64_t n = std::min(left[k], room[rail]);
         if (n <= 0) return;
-        if (walk) ws.piece_at[rail * ug * ug + k] = static_cast<std::uint32_t>(ws.taken[rail].size() + 1);
         // Blocks are taken from their start: what is assigned already is the offset.
-        const std::int64_t offset = tile[a * stride + b] - ws.left[k];
-        ws.taken[rail].push_back(piece{offset, n, static_cast<std::int32_t>(a), static_cast<std::int32_t>(b)});
-        ws.left[k] -= n;
-        ws.room[rail] -= n;
+        ws.taken[taken] = {piece{tile[a * stride + b] - left[k], n, static_cast<std::int32_t>(a),
+                                 static_cast<std::int32_t>(b)},
+                           static_cast<std::uint32_t>(rail), last[k]};
+        last[k] = taken++;
+        left[k] -= n;
+        room[rail] -= n;
+        ++cursor[rail * 4 + kind(rail, a, b)];
     };
-    // Cheap moves first: the diagonal block, then the rail's own bytes and the bytes landing on
-    // its GPU, in the order of `preference`. Rails without room are skipped.
     for (std::size_t i = 0; i < ug; ++i)
-        if (ws.room[i] > 0) take(i, i, i);
+        if (room[i] > 0) take(i, i, i);
     // A head is covered by the diagonal block and then whole own blocks (a rail has at most one
     // piece of a block), which its stream puts first.
     if (!head.empty())
         for (std::size_t i = 0; i < ug; ++i)
-            for (std::size_t b = 0; b < ug && ws.room[i] > 0 && capacity[i] - ws.room[i] < head[i]; ++b)
+            for (std::size_t b = 0; b < ug && room[i] > 0 && capacity[i] - room[i] < head[i]; ++b)
                 if (b != i) take(i, i, b);
     auto take_own = [&] {
         for (std::size_t i = 0; i < ug; ++i)
-            for (std::size_t b = 0; b < ug && ws.room[i] > 0; ++b)
+            for (std::size_t b = 0; b < ug && room[i] > 0; ++b)
                 if (b != i) take(i, i, b);
     };
     auto take_landing = [&] {
         for (std::size_t i = 0; i < ug; ++i)
-            for (std::size_t a = 0; a < ug && ws.room[i] > 0; ++a)
+            for (std::size_t a = 0; a < ug && room[i] > 0; ++a)
                 if (a != i) take(i, a, i);
     };
     if (preference == rail_preference::own_first) {
@@ -228,71 +227,42 @@ void assign_tile(const std::int64_t* tile, std::size_t stride, int g,
     // The rest fills the rails with room, in order.
     std::size_t rail = 0;
     for (std::size_t k = 0; k < ug * ug; ++k) {
-        while (ws.left[k] > 0) {
-            while (ws.room[rail] == 0) ++rail;
+        while (left[k] > 0) {
+            while (room[rail] == 0) ++rail;
             take(rail, k / ug, k % ug);
         }
     }
-    // Stream order by an integer key: category, then (for bytes that need redistribution) the
-    // final GPU's heat rank, then origin, then final; a rail has at most one piece of a block, so
-    // the key is unique and its low bits can carry the piece's index.
+    // Each rail's segments; the diagonal block goes first when the rail has no own bytes that
+    // need redistribution or has a head (stream_rank), else last. The counts become cursors.
+    std::uint32_t at = 0;
     for (std::size_t i = 0; i < ug; ++i) {
-        const std::vector<piece>& taken = ws.taken[i];
-        auto& list = out[i];
-        const std::size_t n = taken.size();
-        const bool diagonal = diagonal_first(taken, static_cast<int>(i)) || (!head.empty() && head[i] > 0);
-        if (walk) {
-            // A rail with at least G^2 / 8 pieces walks the blocks in stream order
-            // (stream_before) and picks its pieces from them, O(G^2) instead of sorting; one with
-            // fewer clears its entries and is sorted below. The walk does not branch on whether
-            // a block has a piece (that is data, and mispredicts): every block writes a slot and
-            // only a piece advances the cursor, into an index list one longer than needed.
-            std::uint32_t* at = ws.piece_at.data() + i * ug * ug;
-            if (n * 8 < ug * ug) {
-                for (const piece& p : taken)
-                    at[static_cast<std::size_t>(p.origin) * ug + static_cast<std::size_t>(p.final)] = 0;
-            } else {
-                ws.keys.resize(n + 1);
-                std::uint64_t* order = ws.keys.data();
-                std::size_t cursor = 0;
-                walk_stream_order(i, ws.by_heat, !heat_rank.empty(), diagonal, [&](std::size_t a, std::size_t b) {
-                    std::uint32_t& x = at[a * ug + b];
-                    order[cursor] = x - 1;
-                    cursor += x != 0;
-                    x = 0;
-                });
-                list.resize(n);
-                for (std::size_t k = 0; k < n; ++k) list[k] = taken[order[k]];
-                continue;
-            }
+        std::uint32_t* c = cursor + i * 4;
+        ws.begin[i] = at;
+        const std::uint32_t diagonal = c[3];
+        const bool diagonal_first = c[0] == 0 || (!head.empty() && head[i] > 0);
+        c[3] = diagonal_first ? at : at + c[0] + c[1] + c[2];
+        if (diagonal_first) at += diagonal;
+        for (std::size_t k = 0; k < 3; ++k) at += std::exchange(c[k], at);
+        if (!diagonal_first) at += diagonal;
+    }
+    ws.begin[ug] = at;
+    int* by_heat = ws.by_heat.data();
+    for (std::size_t f = 0; f < ug; ++f) by_heat[f] = static_cast<int>(f);
+    if (!heat_rank.empty())
+        for (std::size_t f = 0; f < ug; ++f) by_heat[heat_rank[f]] = static_cast<int>(f);
+    auto deal = [&](std::size_t a, std::size_t b) {
+        std::uint32_t& p = last[a * ug + b];
+        for (; p != tile_workspace::none; p = ws.taken[p].previous) {
+            const auto& t = ws.taken[p];
+            ws.streams[cursor[t.rail * 4 + kind(t.rail, a, b)]++] = t.p;
         }
-        if (n < 2) {
-            list.assign(taken.begin(), taken.end());
-            continue;
-        }
-        if (ug < (std::size_t{1} << 12) && n < (std::size_t{1} << 24)) {
-            ws.keys.resize(n);
-            for (std::size_t k = 0; k < n; ++k) {
-                const piece& p = taken[k];
-                const auto cat = static_cast<std::uint64_t>(stream_rank(p, static_cast<int>(i), diagonal));
-                const std::uint64_t hot = (cat == 1 || cat == 2) && !heat_rank.empty() ? heat_rank[static_cast<std::size_t>(p.final)] : 0;
-                ws.keys[k] = (cat << 60) | (hot << 48) | (static_cast<std::uint64_t>(p.origin) << 36) |
-                             (static_cast<std::uint64_t>(p.final) << 24) | k;
-            }
-            std::sort(ws.keys.begin(), ws.keys.end());
-            list.resize(n);
-            for (std::size_t k = 0; k < n; ++k) list[k] = taken[ws.keys[k] & 0xffffff];
-        } else { // thousands of GPUs per server: compare directly
-            list.assign(taken.begin(), taken.end());
-            std::sort(list.begin(), list.end(), [&](const piece& x, const piece& y) {
-                const int rx = stream_rank(x, static_cast<int>(i), diagonal);
-                const int ry = stream_rank(y, static_cast<int>(i), diagonal);
-                if (rx != ry) return rx < ry;
-                if ((rx == 1 || rx == 2) && !heat_rank.empty() && x.final != y.final)
-                    return heat_rank[static_cast<std::size_t>(x.final)] < heat_rank[static_cast<std::size_t>(y.final)];
-                return std::pair(x.origin, x.final) < std::pair(y.origin, y.final);
-            });
-        }
+    };
+    if (heat_rank.empty()) {
+        for (std::size_t a = 0; a < ug; ++a)
+            for (std::size_t b = 0; b < ug; ++b) deal(a, b);
+    } else {
+        for (std::size_t k = 0; k < ug; ++k)
+            for (std::size_t a = 0; a < ug; ++a) deal(a, static_cast<std::size_t>(by_heat[k]));
     }
 }
 
@@ -336,7 +306,6 @@ struct balanced_traffic {
     out.gpus_per_server = g;
     out.server_matrix = traffic_matrix::Zero(s_count, s_count);
     out.offsets.assign(static_cast<std::size_t>(s_count) * static_cast<std::size_t>(s_count) * ug + 1, 0);
-    std::vector<std::vector<piece>> rails(ug);
     std::vector<std::int64_t> own(ug);
     std::vector<std::int64_t> share(ug);
     std::vector<int> order(ug);
@@ -357,12 +326,11 @@ struct balanced_traffic {
                     total += own[a];
                 }
                 detail::balanced_shares(total, own, share, order);
-                for (auto& r : rails) r.clear();
-                detail::assign_tile(tile, stride, g, std::span<const std::int64_t>(share), ws,
-                                    std::span<std::vector<piece>>(rails));
+                detail::assign_tile(tile, stride, g, std::span<const std::int64_t>(share), ws);
                 out.server_matrix(s, d) = detail::ceil_div(total, g);
                 for (std::size_t i = 0; i < ug; ++i) {
-                    out.pieces.insert(out.pieces.end(), rails[i].begin(), rails[i].end());
+                    const auto stream = ws.stream(i);
+                    out.pieces.insert(out.pieces.end(), stream.begin(), stream.end());
                     out.offsets[base + i + 1] = out.pieces.size();
                 }
             } else {

@@ -479,7 +479,6 @@ private:
         const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
         detail::step_lengths(schedule_, step_bytes_);
         builder_.start(m, topo_, schedule_.last_step, timing, options_.window, step_bytes_);
-        rails_.resize(ug);
         head_.assign(ug, 0);
         const auto only = static_cast<std::size_t>(slice_); // a slice: the tiles with an end in it
         for (std::size_t s = 0; s < us; ++s)
@@ -495,10 +494,9 @@ private:
                     }
                 detail::assign_tile(builder_.tile(), builder_.tile_stride(), topo_.gpus_per_server,
                                     capacity.subspan((s * us + d) * ug, ug), tile_ws_,
-                                    std::span<std::vector<piece>>(rails_), builder_.destination_heat(),
-                                    preference, std::span<const std::int64_t>(head_));
+                                    builder_.destination_heat(), preference, std::span<const std::int64_t>(head_));
                 for (std::size_t rail = 0; rail < ug; ++rail)
-                    builder_.emit_stream(static_cast<int>(rail), rails_[rail],
+                    builder_.emit_stream(static_cast<int>(rail), tile_ws_.stream(rail),
                                          slots_of_.of((s * us + d) * ug + rail));
             }
         for (std::size_t s = 0; s < us; ++s) {
@@ -619,7 +617,6 @@ private:
     detail::stream_slots slots_of_;
     detail::plan_builder builder_;
     detail::tile_workspace tile_ws_;
-    std::vector<std::vector<piece>> rails_;
     std::vector<std::int64_t> head_; // per rail of the tile being emitted: its bytes in the first step
 };
 

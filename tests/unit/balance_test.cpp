@@ -66,14 +66,13 @@ TEST_CASE("with landing_first a rail takes the bytes that land on its GPU before
     const std::int64_t tile[4] = {0, 10, 0, 2}; // 2 x 2 tile: GPU 0 -> 1: 10 bytes, GPU 1 -> 1: 2
     const std::int64_t capacity[2] = {6, 6};
     detail::tile_workspace ws;
-    std::vector<piece> rails[2];
-    detail::assign_tile(tile, 2, 2, std::span<const std::int64_t>(capacity), ws,
-                        std::span<std::vector<piece>>(rails), {}, detail::rail_preference::landing_first);
-    REQUIRE(rails[1].size() == 2); // no own bytes that need redistribution: the diagonal block first
-    CHECK(rails[1][0] == piece{0, 2, 1, 1});
-    CHECK(rails[1][1] == piece{0, 4, 0, 1});
-    REQUIRE(rails[0].size() == 1);
-    CHECK(rails[0][0] == piece{4, 6, 0, 1});
+    detail::assign_tile(tile, 2, 2, std::span<const std::int64_t>(capacity), ws, {},
+                        detail::rail_preference::landing_first);
+    REQUIRE(ws.stream(1).size() == 2); // no own bytes that need redistribution: the diagonal block first
+    CHECK(ws.stream(1)[0] == piece{0, 2, 1, 1});
+    CHECK(ws.stream(1)[1] == piece{0, 4, 0, 1});
+    REQUIRE(ws.stream(0).size() == 1);
+    CHECK(ws.stream(0)[0] == piece{4, 6, 0, 1});
 }
 
 TEST_CASE("a rail with a head starts its stream with its own GPU's bytes, diagonal block first") {
@@ -83,21 +82,18 @@ TEST_CASE("a rail with a head starts its stream with its own GPU's bytes, diagon
     const std::int64_t capacity[2] = {13, 10};
     const std::int64_t head[2] = {8, 0};
     detail::tile_workspace ws;
-    std::vector<piece> rails[2];
-    detail::assign_tile(tile, 2, 2, std::span<const std::int64_t>(capacity), ws,
-                        std::span<std::vector<piece>>(rails), {}, detail::rail_preference::landing_first,
-                        std::span<const std::int64_t>(head));
-    REQUIRE(rails[0].size() == 2);
-    CHECK(rails[0][0] == piece{0, 3, 0, 0});  // the diagonal block first: no move at all
-    CHECK(rails[0][1] == piece{0, 10, 0, 1}); // then a whole own block: redistributed, not gathered
-    REQUIRE(rails[1].size() == 1);
-    CHECK(rails[1][0] == piece{0, 10, 1, 0});
+    detail::assign_tile(tile, 2, 2, std::span<const std::int64_t>(capacity), ws, {},
+                        detail::rail_preference::landing_first, std::span<const std::int64_t>(head));
+    REQUIRE(ws.stream(0).size() == 2);
+    CHECK(ws.stream(0)[0] == piece{0, 3, 0, 0});  // the diagonal block first: no move at all
+    CHECK(ws.stream(0)[1] == piece{0, 10, 0, 1}); // then a whole own block: redistributed, not gathered
+    REQUIRE(ws.stream(1).size() == 1);
+    CHECK(ws.stream(1)[0] == piece{0, 10, 1, 0});
     // Without the head, rail 0 takes the block that lands on it.
     const std::int64_t none[2] = {0, 0};
-    detail::assign_tile(tile, 2, 2, std::span<const std::int64_t>(capacity), ws,
-                        std::span<std::vector<piece>>(rails), {}, detail::rail_preference::landing_first,
-                        std::span<const std::int64_t>(none));
-    CHECK(rails[0].back() == piece{0, 10, 1, 0});
+    detail::assign_tile(tile, 2, 2, std::span<const std::int64_t>(capacity), ws, {},
+                        detail::rail_preference::landing_first, std::span<const std::int64_t>(none));
+    CHECK(ws.stream(0).back() == piece{0, 10, 1, 0});
 }
 
 TEST_CASE("heads: every byte once, and each head covered by own bytes as far as they go") {
@@ -118,17 +114,15 @@ TEST_CASE("heads: every byte once, and each head covered by own bytes as far as 
         for (std::size_t i = 0; i < ug; ++i)
             head[i] = capacity[i] == 0 ? 0 : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(capacity[i] + 1));
         detail::tile_workspace ws;
-        std::vector<std::vector<piece>> rails(ug);
-        detail::assign_tile(tile.data(), ug, g, std::span<const std::int64_t>(capacity), ws,
-                            std::span<std::vector<piece>>(rails), {}, detail::rail_preference::landing_first,
-                            std::span<const std::int64_t>(head));
+        detail::assign_tile(tile.data(), ug, g, std::span<const std::int64_t>(capacity), ws, {},
+                            detail::rail_preference::landing_first, std::span<const std::int64_t>(head));
         INFO("round " << round << ", g " << g);
         std::vector<std::int64_t> covered(ug * ug, 0);
         for (std::size_t i = 0; i < ug; ++i) {
             std::int64_t carried = 0;
             std::int64_t own_head = 0; // own bytes before the first piece of another GPU
             bool own_prefix = true;
-            for (const piece& p : rails[i]) {
+            for (const piece& p : ws.stream(i)) {
                 CHECK(p.bytes > 0);
                 covered[static_cast<std::size_t>(p.origin) * ug + static_cast<std::size_t>(p.final)] += p.bytes;
                 carried += p.bytes;
@@ -141,5 +135,57 @@ TEST_CASE("heads: every byte once, and each head covered by own bytes as far as 
             CHECK(own_head >= std::min(head[i], own));
         }
         CHECK(covered == tile);
+    }
+}
+
+TEST_CASE("streams come out in stream order with heat, one piece per block and rail, with either preference") {
+    std::mt19937_64 rng(11);
+    detail::tile_workspace ws; // reused across tiles of every size, as the planner does
+    for (int round = 0; round < 2000; ++round) {
+        const int g = 1 + static_cast<int>(rng() % 10);
+        const auto ug = static_cast<std::size_t>(g);
+        const std::size_t stride = ug + rng() % 3; // a tile inside a wider matrix
+        std::vector<std::int64_t> tile(ug * stride, -1);
+        std::int64_t total = 0;
+        for (std::size_t a = 0; a < ug; ++a)
+            for (std::size_t b = 0; b < ug; ++b)
+                total += tile[a * stride + b] = rng() % 3 == 0 ? 0 : static_cast<std::int64_t>(rng() % 1000);
+        std::vector<std::int64_t> capacity(ug, 0), head(ug, 0), heat(ug);
+        for (std::int64_t left = total; left > 0;) {
+            const std::int64_t n = std::min<std::int64_t>(left, 1 + static_cast<std::int64_t>(rng() % 700));
+            capacity[rng() % ug] += n;
+            left -= n;
+        }
+        const bool heads = rng() % 2 == 0;
+        for (std::size_t i = 0; i < ug && heads; ++i)
+            head[i] = capacity[i] == 0 ? 0 : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(capacity[i] + 1));
+        for (auto& h : heat) h = static_cast<std::int64_t>(rng() % 4); // ties are ordered by index
+        std::vector<std::uint32_t> heat_rank(ug);
+        std::vector<int> order(ug);
+        detail::heat_ranks(heat, heat_rank, order);
+        const auto preference = rng() % 2 == 0 ? detail::rail_preference::own_first : detail::rail_preference::landing_first;
+        detail::assign_tile(tile.data(), stride, g, std::span<const std::int64_t>(capacity), ws, heat_rank, preference,
+                            heads ? std::span<const std::int64_t>(head) : std::span<const std::int64_t>());
+        INFO("round " << round << ", g " << g);
+        std::vector<std::int64_t> covered(ug * ug, 0);
+        for (std::size_t i = 0; i < ug; ++i) {
+            const auto stream = ws.stream(i);
+            const bool diagonal = detail::diagonal_first(stream, static_cast<int>(i)) || (heads && head[i] > 0);
+            std::vector<int> pieces_of_block(ug * ug, 0);
+            std::int64_t carried = 0;
+            for (std::size_t k = 0; k < stream.size(); ++k) {
+                const piece& p = stream[k];
+                const std::size_t block = static_cast<std::size_t>(p.origin) * ug + static_cast<std::size_t>(p.final);
+                CHECK(p.bytes > 0);
+                CHECK(++pieces_of_block[block] == 1);
+                CHECK(p.offset + p.bytes <= tile[static_cast<std::size_t>(p.origin) * stride + static_cast<std::size_t>(p.final)]);
+                covered[block] += p.bytes;
+                carried += p.bytes;
+                if (k > 0) CHECK(detail::stream_before(stream[k - 1], p, static_cast<int>(i), heat, diagonal));
+            }
+            CHECK(carried == capacity[i]);
+        }
+        for (std::size_t a = 0; a < ug; ++a)
+            for (std::size_t b = 0; b < ug; ++b) CHECK(covered[a * ug + b] == tile[a * stride + b]);
     }
 }
