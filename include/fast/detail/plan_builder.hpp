@@ -90,6 +90,24 @@ private:
 
 /// Builds a plan's transfers step by step; reusable across plans (buffers keep their capacity).
 class plan_builder {
+    static constexpr std::uint32_t no_region = UINT32_MAX;
+    // Transfers being built, in emission order: the regions of their scratch ends (no_region
+    // where an end is not in scratch) stay beside them until finish() knows every region's base.
+    struct record {
+        std::int64_t bytes;
+        std::int64_t src_offset;
+        std::int64_t dst_offset;
+        std::int32_t src;
+        std::int32_t dst;
+        std::uint32_t src_region;
+        std::uint32_t dst_region;
+        std::int32_t step;
+        fast::tier tier;
+        buffer src_buffer;
+        buffer dst_buffer;
+    };
+    static constexpr std::size_t no_record = SIZE_MAX;
+
 public:
     /// Starts a plan with steps 0 .. last_step + 1 (step 0 and the step after the last
     /// scale-out step carry only scale-up work). `step_bytes[k]` is the length of scale-out step
@@ -114,21 +132,27 @@ public:
                        std::span<std::uint32_t>(heat_rank_.data() + at, static_cast<std::size_t>(g_)), heat_order_);
         }
         steps_ = static_cast<std::size_t>(last_step) + 2;
-        if (buckets_.size() < steps_) buckets_.resize(steps_);
-        for (std::size_t k = 0; k < steps_; ++k) buckets_[k].clear();
+        records_used_ = 0;
+        last_in_step_.assign(steps_, no_record);
+        step_count_.assign(steps_, 0);
         regions_.clear();
         staged_region_.assign(static_cast<std::size_t>(topo.ranks()), no_region);
         const double ratio = topo.scale_up_gbps / topo.scale_out_gbps;
         capacity_.assign(steps_, 0);
         for (std::size_t k = 1; k < steps_ && k < step_bytes.size(); ++k)
             capacity_[k] = saturate(static_cast<double>(step_bytes[k]) * ratio);
-        if (timing == gather_timing::windowed)
-            up_load_.assign(static_cast<std::size_t>(topo.ranks()) * steps_ * 2, 0);
+        if (timing == gather_timing::windowed) {
+            up_send_.assign(static_cast<std::size_t>(topo.ranks()) * steps_, 0);
+            up_recv_.assign(static_cast<std::size_t>(topo.ranks()) * steps_, 0);
+        }
         const auto ug = static_cast<std::size_t>(g_);
         send_at_.resize(ug * ug);
         recv_at_.resize(ug * ug);
         gather_step_of_.resize(ug);
         scatter_step_of_.resize(ug);
+        gather_stamp_.assign(ug, 0);
+        scatter_stamp_.assign(ug, 0);
+        stamp_ = 0;
     }
 
     /// Computes the packed displacements of every block of tile (s, d).
@@ -179,98 +203,20 @@ public:
                 if (n == 0) continue;
                 const int src = rank(s_, a);
                 const int dst = rank(d_, b);
-                const std::int32_t step =
-                    timing_ == gather_timing::up_front ? 1 : roomiest(src, dst, first, last, false);
-                emit(step, src, buffer::send, no_region, send_at_[a * ug + b], dst, buffer::recv,
-                     no_region, recv_at_[a * ug + b], n, tier::scale_up);
+                if (timing_ == gather_timing::up_front)
+                    emit_up<false>(1, src, buffer::send, no_region, send_at_[a * ug + b], dst, buffer::recv,
+                                   no_region, recv_at_[a * ug + b], n);
+                else
+                    emit_up<true>(roomiest(src, dst, first, last, false), src, buffer::send, no_region,
+                                  send_at_[a * ug + b], dst, buffer::recv, no_region, recv_at_[a * ug + b], n);
             }
     }
 
     /// Emits the (pair, rail) stream `pieces` of the loaded tile over `slots` (in step order;
     /// their bytes must add up to the pieces' bytes).
     void emit_stream(int rail, std::span<const piece> pieces, std::span<const stream_slot> slots) {
-        const auto ug = static_cast<std::size_t>(g_);
-        const auto ui = static_cast<std::size_t>(rail);
-        const int carrier = rank(s_, ui);
-        const int receiver = rank(d_, ui);
-        const bool up_front = timing_ == gather_timing::up_front;
-        std::size_t p = 0;
-        std::int64_t used = 0; // bytes of pieces[p] already sent
-        for (const stream_slot& slot : slots) {
-            // This slot's regions, created on first use.
-            std::uint32_t g_region = no_region;
-            std::uint32_t l_region = no_region;
-            std::int64_t gathered = 0;
-            std::int64_t landed = 0;
-            if (up_front) {
-                std::uint32_t& staged = staged_region_[static_cast<std::size_t>(carrier)];
-                if (staged == no_region) staged = new_region(carrier, 0, slot.step);
-                g_region = staged;
-                gathered = regions_[g_region].size;
-                regions_[g_region].last = std::max(regions_[g_region].last, slot.step);
-            }
-            std::int64_t left = slot.bytes;
-            // One placement decision per origin (gathers) and per final GPU (redistribution)
-            // of the slot: -1 means not decided yet.
-            std::fill(gather_step_of_.begin(), gather_step_of_.end(), -1);
-            std::fill(scatter_step_of_.begin(), scatter_step_of_.end(), -1);
-            while (left > 0) {
-                if (p >= pieces.size())
-                    throw invalid_argument("internal: a stream has fewer bytes than its slots");
-                const piece& pc = pieces[p];
-                const std::int64_t n = std::min(pc.bytes - used, left);
-                const auto a = static_cast<std::size_t>(pc.origin);
-                const auto b = static_cast<std::size_t>(pc.final);
-                const std::int64_t at = pc.offset + used;
-                buffer src_buf = buffer::send;
-                std::uint32_t src_region = no_region;
-                std::int64_t src_off = send_at_[a * ug + b] + at;
-                if (a != ui) {
-                    const int origin = rank(s_, a);
-                    std::int32_t& step = gather_step_of_[a];
-                    if (step < 0)
-                        step = up_front ? 0
-                                        : roomiest(origin, carrier, std::max(0, slot.step - window_),
-                                                   slot.step - 1, true);
-                    if (g_region == no_region) g_region = new_region(carrier, step, slot.step);
-                    region& g = regions_[g_region];
-                    g.first = std::min(g.first, step);
-                    emit(step, origin, buffer::send, no_region, src_off, carrier, buffer::scratch,
-                         g_region, gathered, n, tier::scale_up);
-                    src_buf = buffer::scratch;
-                    src_region = g_region;
-                    src_off = gathered;
-                    gathered += n;
-                }
-                if (b == ui) {
-                    emit(slot.step, carrier, src_buf, src_region, src_off, receiver, buffer::recv, no_region,
-                         recv_at_[a * ug + b] + at, n, tier::scale_out);
-                } else {
-                    const int final_rank = rank(d_, b);
-                    std::int32_t& step = scatter_step_of_[b];
-                    if (step < 0)
-                        step = up_front ? slot.step + 1
-                                        : roomiest(receiver, final_rank, slot.step + 1,
-                                                   std::min(slot.step + window_, last_ + 1), false);
-                    if (l_region == no_region) l_region = new_region(receiver, slot.step, step);
-                    region& l = regions_[l_region];
-                    l.last = std::max(l.last, step);
-                    emit(slot.step, carrier, src_buf, src_region, src_off, receiver, buffer::scratch,
-                         l_region, landed, n, tier::scale_out);
-                    emit(step, receiver, buffer::scratch, l_region, landed, final_rank, buffer::recv,
-                         no_region, recv_at_[a * ug + b] + at, n, tier::scale_up);
-                    landed += n;
-                }
-                used += n;
-                left -= n;
-                if (used == pc.bytes) {
-                    ++p;
-                    used = 0;
-                }
-            }
-            if (g_region != no_region) regions_[g_region].size = gathered;
-            if (l_region != no_region) regions_[l_region].size = landed;
-        }
+        if (timing_ == gather_timing::up_front) emit_stream<true>(rail, pieces, slots);
+        else emit_stream<false>(rail, pieces, slots);
     }
 
     /// Concatenates the steps into `out` (dropping empty ones unless `keep_empty_steps`: a
@@ -283,20 +229,23 @@ public:
         for (const region& x : regions_)
             out.scratch_bytes[static_cast<std::size_t>(x.rank)] =
                 std::max(out.scratch_bytes[static_cast<std::size_t>(x.rank)], checked_add(x.base, x.size, "scratch of one rank"));
-        std::size_t total = 0;
-        for (std::size_t k = 0; k < steps_; ++k) total += buckets_[k].size();
-        out.transfers.clear();
-        out.transfers.reserve(total);
+        // A counting sort of the records by step (stable: emission order within a step).
         out.step_offsets.assign(1, 0);
+        std::size_t total = 0;
         for (std::size_t k = 0; k < steps_; ++k) {
-            const std::vector<record>& b = buckets_[k];
-            if (b.empty() && !keep_empty_steps) continue;
-            for (const record& x : b) {
-                transfer& t = out.transfers.emplace_back(x.t);
-                if (x.src_region != no_region) t.src_offset += regions_[x.src_region].base;
-                if (x.dst_region != no_region) t.dst_offset += regions_[x.dst_region].base;
-            }
-            out.step_offsets.push_back(out.transfers.size());
+            const std::size_t n = step_count_[k];
+            step_count_[k] = total; // becomes the step's write position
+            total += n;
+            if (n > 0 || keep_empty_steps) out.step_offsets.push_back(total);
+        }
+        out.transfers.resize(total); // a reused plan keeps its size: nothing to initialise
+        transfer* const t = out.transfers.data();
+        for (std::size_t j = 0; j < records_used_; ++j) {
+            const record& x = records_[j];
+            transfer& y = t[step_count_[static_cast<std::size_t>(x.step)]++];
+            y = transfer{x.bytes, x.src_offset, x.dst_offset, x.src, x.dst, x.tier, x.src_buffer, x.dst_buffer};
+            if (x.src_region != no_region) y.src_offset += regions_[x.src_region].base;
+            if (x.dst_region != no_region) y.dst_offset += regions_[x.dst_region].base;
         }
     }
 
@@ -312,6 +261,110 @@ private:
         std::int32_t first = 0;
         std::int32_t last = 0;
     };
+
+    template <bool up_front>
+    void emit_stream(int rail, std::span<const piece> pieces, std::span<const stream_slot> slots) {
+        const auto ug = static_cast<std::size_t>(g_);
+        const auto ui = static_cast<std::size_t>(rail);
+        const int origins = s_ * g_; // rank of GPU 0 of the source server
+        const int finals = d_ * g_;
+        const int carrier = origins + rail;
+        const int receiver = finals + rail;
+        const piece* pc = pieces.data();
+        const piece* const end = pc + pieces.size();
+        std::int64_t used = 0; // bytes of *pc already sent
+        for (const stream_slot& slot : slots) {
+            // This slot's regions, created on first use.
+            std::uint32_t g_region = no_region;
+            std::uint32_t l_region = no_region;
+            std::int64_t gathered = 0;
+            std::int64_t landed = 0;
+            if constexpr (up_front) {
+                std::uint32_t& staged = staged_region_[static_cast<std::size_t>(carrier)];
+                if (staged == no_region) staged = new_region(carrier, 0, slot.step);
+                g_region = staged;
+                gathered = regions_[g_region].size;
+                regions_[g_region].last = std::max(regions_[g_region].last, slot.step);
+            }
+            // One placement decision per origin (gathers) and per final GPU (redistribution) of
+            // the slot, remembered under this slot's stamp.
+            ++stamp_;
+            // The slot's scale-out so far: nothing else goes into its step while the slot is
+            // emitted (gathers go before it, redistribution after it, and a carrier sends to one
+            // receiver per step), so contiguous pieces extend it.
+            std::size_t out = no_record;
+            std::int64_t left = slot.bytes;
+            while (left > 0) {
+                if (pc == end) throw invalid_argument("internal: a stream has fewer bytes than its slots");
+                const std::int64_t n = std::min(pc->bytes - used, left);
+                const auto a = static_cast<std::size_t>(pc->origin);
+                const auto b = static_cast<std::size_t>(pc->final);
+                const std::int64_t at = pc->offset + used;
+                buffer src_buf = buffer::send;
+                std::uint32_t src_region = no_region;
+                std::int64_t src_off = send_at_[a * ug + b] + at;
+                if (a != ui) {
+                    const int origin = origins + pc->origin;
+                    if (gather_stamp_[a] != stamp_) {
+                        gather_stamp_[a] = stamp_;
+                        std::int32_t step = 0;
+                        if constexpr (!up_front)
+                            step = roomiest(origin, carrier, std::max(0, slot.step - window_), slot.step - 1, true);
+                        gather_step_of_[a] = step;
+                        if (g_region == no_region) g_region = new_region(carrier, step, slot.step);
+                        regions_[g_region].first = std::min(regions_[g_region].first, step);
+                    }
+                    emit_up<!up_front>(gather_step_of_[a], origin, buffer::send, no_region, src_off, carrier,
+                                       buffer::scratch, g_region, gathered, n);
+                    src_buf = buffer::scratch;
+                    src_region = g_region;
+                    src_off = gathered;
+                    gathered += n;
+                }
+                buffer dst_buf = buffer::recv;
+                std::uint32_t dst_region = no_region;
+                std::int64_t dst_off = recv_at_[a * ug + b] + at;
+                if (b != ui) {
+                    const int final_rank = finals + pc->final;
+                    if (scatter_stamp_[b] != stamp_) {
+                        scatter_stamp_[b] = stamp_;
+                        std::int32_t step = slot.step + 1;
+                        if constexpr (!up_front)
+                            step = roomiest(receiver, final_rank, slot.step + 1, std::min(slot.step + window_, last_ + 1), false);
+                        scatter_step_of_[b] = step;
+                        if (l_region == no_region) l_region = new_region(receiver, slot.step, step);
+                        regions_[l_region].last = std::max(regions_[l_region].last, step);
+                    }
+                    emit_up<!up_front>(scatter_step_of_[b], receiver, buffer::scratch, l_region, landed, final_rank,
+                                       buffer::recv, no_region, dst_off, n);
+                    dst_buf = buffer::scratch;
+                    dst_region = l_region;
+                    dst_off = landed;
+                    landed += n;
+                }
+                if (out != no_record) {
+                    record& o = records_[out];
+                    if (o.src_buffer == src_buf && o.dst_buffer == dst_buf && o.src_region == src_region &&
+                        o.dst_region == dst_region && o.src_offset + o.bytes == src_off &&
+                        o.dst_offset + o.bytes == dst_off) {
+                        o.bytes += n;
+                        goto next;
+                    }
+                }
+                out = append(slot.step, record{n, src_off, dst_off, carrier, receiver, src_region, dst_region,
+                                               slot.step, tier::scale_out, src_buf, dst_buf});
+            next:
+                used += n;
+                left -= n;
+                if (used == pc->bytes) {
+                    ++pc;
+                    used = 0;
+                }
+            }
+            if (g_region != no_region) regions_[g_region].size = gathered;
+            if (l_region != no_region) regions_[l_region].size = landed;
+        }
+    }
 
     std::uint32_t new_region(int rank, std::int32_t first, std::int32_t last) {
         if (regions_.size() >= no_region) throw invalid_argument("a plan with more than 2^32 scratch regions");
@@ -368,14 +421,14 @@ private:
     // less time in scratch), else the earliest.
     [[nodiscard]] std::int32_t roomiest(int src, int dst, std::int32_t first, std::int32_t last,
                                         bool late) const noexcept {
-        const std::int64_t* send = up_load_.data() + static_cast<std::size_t>(src) * steps_ * 2;
-        const std::int64_t* recv = up_load_.data() + static_cast<std::size_t>(dst) * steps_ * 2 + 1;
+        const std::int64_t* send = up_send_.data() + static_cast<std::size_t>(src) * steps_;
+        const std::int64_t* recv = up_recv_.data() + static_cast<std::size_t>(dst) * steps_;
         std::int32_t best = late ? last : first;
         std::int64_t best_room = INT64_MIN;
         for (std::int32_t j = first; j <= last; ++j) {
             const std::int32_t k = late ? last - (j - first) : j;
             const auto uk = static_cast<std::size_t>(k);
-            const std::int64_t r = capacity_[uk] - std::max(send[uk * 2], recv[uk * 2]);
+            const std::int64_t r = capacity_[uk] - std::max(send[uk], recv[uk]);
             if (r > best_room) {
                 best_room = r;
                 best = k;
@@ -384,26 +437,37 @@ private:
         return best;
     }
 
-    __attribute__((always_inline)) void emit(std::int32_t step, int src, buffer sb, std::uint32_t sr,
-                                             std::int64_t so, int dst, buffer db, std::uint32_t dr,
-                                             std::int64_t dof, std::int64_t bytes, tier t) {
-        if (t == tier::scale_up && !up_load_.empty()) {
-            const auto k = static_cast<std::size_t>(step);
-            up_load_[(static_cast<std::size_t>(src) * steps_ + k) * 2] += bytes;
-            up_load_[(static_cast<std::size_t>(dst) * steps_ + k) * 2 + 1] += bytes;
+    // A scale-up transfer into step `step`: extends the step's last transfer when contiguous
+    // with it, and (with `load`: windowed timing) counts its bytes against both ports.
+    template <bool load>
+    __attribute__((always_inline)) void emit_up(std::int32_t step, int src, buffer sb, std::uint32_t sr,
+                                                std::int64_t so, int dst, buffer db, std::uint32_t dr,
+                                                std::int64_t dof, std::int64_t bytes) {
+        const auto k = static_cast<std::size_t>(step);
+        if constexpr (load) {
+            up_send_[static_cast<std::size_t>(src) * steps_ + k] += bytes;
+            up_recv_[static_cast<std::size_t>(dst) * steps_ + k] += bytes;
         }
-        std::vector<record>& b = buckets_[static_cast<std::size_t>(step)];
-        if (!b.empty()) {
-            record& last = b.back();
-            transfer& l = last.t;
-            if (l.src == src && l.dst == dst && l.tier == t && l.src_buffer == sb && l.dst_buffer == db &&
-                last.src_region == sr && last.dst_region == dr && l.src_offset + l.bytes == so &&
-                l.dst_offset + l.bytes == dof) {
+        if (const std::size_t last = last_in_step_[k]; last != no_record) {
+            record& l = records_[last];
+            if (l.src == src && l.dst == dst && l.src_offset + l.bytes == so && l.dst_offset + l.bytes == dof &&
+                l.src_region == sr && l.dst_region == dr && l.tier == tier::scale_up && l.src_buffer == sb &&
+                l.dst_buffer == db) {
                 l.bytes += bytes;
                 return;
             }
         }
-        b.push_back(record{transfer{bytes, so, dof, src, dst, t, sb, db}, sr, dr});
+        append(step, record{bytes, so, dof, src, dst, sr, dr, step, tier::scale_up, sb, db});
+    }
+
+    // Adds a record to step `step`; returns its index.
+    std::size_t append(std::int32_t step, const record& x) {
+        if (records_used_ == records_.size()) records_.resize(std::max<std::size_t>(64, records_.size() * 2));
+        const std::size_t j = records_used_++;
+        records_[j] = x;
+        last_in_step_[static_cast<std::size_t>(step)] = j;
+        ++step_count_[static_cast<std::size_t>(step)];
+        return j;
     }
 
     const traffic_matrix* m_ = nullptr;
@@ -422,18 +486,17 @@ private:
     std::vector<int> heat_order_;
     std::vector<std::int32_t> gather_step_of_;  // per origin GPU, within one slot
     std::vector<std::int32_t> scatter_step_of_; // per final GPU, within one slot
-    // A transfer being built: the regions of its scratch ends (no_region where an end is not in
-    // scratch) stay beside it until finish() knows every region's base.
-    struct record {
-        transfer t;
-        std::uint32_t src_region;
-        std::uint32_t dst_region;
-    };
-    static constexpr std::uint32_t no_region = UINT32_MAX;
-    std::vector<std::vector<record>> buckets_; // per step
+    std::vector<std::uint64_t> gather_stamp_;   // per origin GPU: the slot whose step it holds
+    std::vector<std::uint64_t> scatter_stamp_;  // per final GPU: likewise
+    std::uint64_t stamp_ = 0;                   // the slot being emitted
+    std::vector<record> records_; // records_[0, records_used_) are this plan's
+    std::size_t records_used_ = 0;
+    std::vector<std::size_t> last_in_step_; // per step: its last record (the one a transfer may extend)
+    std::vector<std::size_t> step_count_;   // per step: its records (finish: its next position)
     std::size_t steps_ = 0;
     std::vector<std::int64_t> capacity_; // per step: scale-up bytes that fit under its scale-out
-    std::vector<std::int64_t> up_load_;  // rank x step x {send, receive}: scale-up bytes placed
+    std::vector<std::int64_t> up_send_;  // rank x step: scale-up bytes placed on its send port
+    std::vector<std::int64_t> up_recv_;  // rank x step: on its receive port
     std::vector<region> regions_;
     std::vector<std::uint32_t> staged_region_; // per rank: its up-front region, or no_region
     std::vector<std::size_t> by_rank_;
