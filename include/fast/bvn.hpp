@@ -132,31 +132,40 @@ inline void decompose_flat(std::vector<std::int64_t>& a, int n, matching_rule ru
         if (!matching.complete(edges)) {
             if (rule == matching_rule::any || threshold == 1)
                 throw invalid_argument("decompose: the matrix does not have equal line sums");
-            if (buckets) {
-                // The next smaller value that some entry still has.
+            // Lower the threshold to the next value some entry still has, and on while the
+            // entries it admits cannot give the row that failed a path (complete would fail
+            // again, changing nothing: see bipartite_matching::can_grow).
+            bool grows = false;
+            while (!grows && threshold > 1) {
                 std::int64_t lower = threshold - 1;
-                for (;; --lower) {
-                    bool any = false;
-                    for (const std::uint32_t k : ws.by_value[static_cast<std::size_t>(lower)])
-                        if (a[k] == lower) {
-                            edges.set(static_cast<int>(k / un), static_cast<int>(k % un));
-                            any = true;
-                        }
-                    ws.by_value[static_cast<std::size_t>(lower)].clear();
-                    if (any || lower == 1) break;
-                }
-                threshold = lower;
-            } else {
-                // The next smaller value present in the matrix; its entries join the graph.
-                std::int64_t next = 0;
-                for (const std::int64_t v : a)
-                    if (v < threshold && v > next) next = v;
-                const std::int64_t lower = std::max<std::int64_t>(next, 1);
-                for (std::size_t r = 0; r < un; ++r)
-                    for (std::size_t c = 0; c < un; ++c) {
-                        const std::int64_t v = a[r * un + c];
-                        if (v >= lower && v < threshold) edges.set(static_cast<int>(r), static_cast<int>(c));
+                bool any = false;
+                if (buckets) {
+                    for (;; --lower) {
+                        for (const std::uint32_t k : ws.by_value[static_cast<std::size_t>(lower)])
+                            if (a[k] == lower) {
+                                const int r = static_cast<int>(k / un);
+                                const int c = static_cast<int>(k % un);
+                                edges.set(r, c);
+                                any = true;
+                                grows = grows || matching.can_grow(r, c);
+                            }
+                        ws.by_value[static_cast<std::size_t>(lower)].clear();
+                        if (any || lower == 1) break;
                     }
+                } else {
+                    std::int64_t next = 0;
+                    for (const std::int64_t v : a)
+                        if (v < threshold && v > next) next = v;
+                    lower = std::max<std::int64_t>(next, 1);
+                    for (std::size_t r = 0; r < un; ++r)
+                        for (std::size_t c = 0; c < un; ++c) {
+                            const std::int64_t v = a[r * un + c];
+                            if (v >= lower && v < threshold) {
+                                edges.set(static_cast<int>(r), static_cast<int>(c));
+                                grows = grows || matching.can_grow(static_cast<int>(r), static_cast<int>(c));
+                            }
+                        }
+                }
                 threshold = lower;
             }
             continue;

@@ -55,6 +55,8 @@ public:
         dist_.assign(static_cast<std::size_t>(n), 0);
         next_col_.assign(static_cast<std::size_t>(n), 0);
         queue_.reserve(static_cast<std::size_t>(n));
+        search_.assign(static_cast<std::size_t>(n), 0);
+        parent_.assign(static_cast<std::size_t>(n), 0);
         path_.reserve(static_cast<std::size_t>(n));
         visited_.assign(static_cast<std::size_t>(n), 0);
         stamp_ = 0;
@@ -105,70 +107,97 @@ public:
 
     /// The same for a graph given as bit rows (edge (r, c) iff bit set): drops matched pairs
     /// whose bit is clear, then grows the matching by one shortest augmenting path (a
-    /// breadth-first search over columns) per free row. Returns true when perfect. A free row
-    /// without a path now has none after later augmentations either, so it fails at once.
+    /// breadth-first search over columns) per free row, in row order. Returns true when perfect.
+    /// A free row without a path now has none after later augmentations either, so it fails at
+    /// once; its search tree is kept (see can_grow).
     bool complete(const bit_rows& g) {
-        const int words = g.words();
-        seen_.resize(static_cast<std::size_t>(words));
-        parent_.resize(static_cast<std::size_t>(n_));
+        if (g.words() == 1) return complete_words<1>(g); // up to 64 columns: one word per set
+        return complete_words<0>(g);
+    }
+
+    /// After complete(bit_rows) returned false, and with edges only added since: whether adding
+    /// edge (r, c) can change its answer. The row that failed has a path again only if a new
+    /// edge leaves its search tree (a row it reached) for a column it did not reach; until then
+    /// complete would search the same tree, fail again and change nothing, so a caller that
+    /// adds edges in rounds may skip it.
+    [[nodiscard]] bool can_grow(int r, int c) const noexcept {
+        return ((tree_rows_[static_cast<std::size_t>(r >> 6)] >> (r & 63)) & 1U) != 0 &&
+               ((seen_[static_cast<std::size_t>(c >> 6)] >> (c & 63)) & 1U) == 0;
+    }
+
+private:
+    // complete(bit_rows) with `fixed` words per row (0: as many as the graph has).
+    template <int fixed>
+    bool complete_words(const bit_rows& g) {
+        const int words = fixed > 0 ? fixed : g.words();
+        const auto uw = static_cast<std::size_t>(words);
+        if (seen_.size() != uw) {
+            seen_.assign(uw, 0);
+            free_.assign(uw, 0);
+            tree_rows_.assign(uw, 0);
+        }
+        std::uint64_t* const seen = seen_.data();
+        std::uint64_t* const free = free_.data();
+        int* const col_of = col_of_.data();
+        int* const row_of = row_of_.data();
+        int* const parent = parent_.data();
+        for (std::size_t w = 0; w < uw; ++w) free[w] = 0;
         for (int r = 0; r < n_; ++r) {
-            const int c = col_of_[static_cast<std::size_t>(r)];
+            const int c = col_of[r];
             if (c >= 0 && !g.test(r, c)) {
-                col_of_[static_cast<std::size_t>(r)] = -1;
-                row_of_[static_cast<std::size_t>(c)] = -1;
+                col_of[r] = -1;
+                row_of[c] = -1;
             }
         }
-        free_.assign(static_cast<std::size_t>(words), 0);
         for (int c = 0; c < n_; ++c)
-            if (row_of_[static_cast<std::size_t>(c)] < 0) free_[static_cast<std::size_t>(c >> 6)] |= std::uint64_t{1} << (c & 63);
+            if (row_of[c] < 0) free[c >> 6] |= std::uint64_t{1} << (c & 63);
+        int* const queue = search_.data(); // each row enters once
         for (int root = 0; root < n_; ++root) {
-            if (col_of_[static_cast<std::size_t>(root)] >= 0) continue;
-            std::fill(seen_.begin(), seen_.end(), 0);
-            queue_.clear();
-            queue_.push_back(root);
+            if (col_of[root] >= 0) continue;
+            for (std::size_t w = 0; w < uw; ++w) seen[w] = 0;
+            std::size_t queued = 1;
+            queue[0] = root;
             int free_col = -1;
-            for (std::size_t head = 0; head < queue_.size() && free_col < 0; ++head) {
-                const int r = queue_[head];
+            for (std::size_t head = 0; head < queued && free_col < 0; ++head) {
+                const int r = queue[head];
                 const std::uint64_t* row = g.row(r);
                 // The row's lowest unseen free column, which the scan below would stop at, ends
-                // the search at once (the scan then only queues rows).
-                for (int w = 0; w < words; ++w)
-                    if (const std::uint64_t hit = row[w] & ~seen_[static_cast<std::size_t>(w)] & free_[static_cast<std::size_t>(w)]) {
-                        free_col = w * 64 + __builtin_ctzll(hit);
-                        parent_[static_cast<std::size_t>(free_col)] = r;
+                // the search at once; otherwise every column it reaches is matched.
+                for (std::size_t w = 0; w < uw; ++w)
+                    if (const std::uint64_t hit = row[w] & ~seen[w] & free[w]) {
+                        free_col = static_cast<int>(w) * 64 + __builtin_ctzll(hit);
+                        parent[free_col] = r;
                         break;
                     }
-                for (int w = 0; w < words && free_col < 0; ++w) {
-                    std::uint64_t fresh = row[w] & ~seen_[static_cast<std::size_t>(w)];
-                    seen_[static_cast<std::size_t>(w)] |= fresh;
-                    while (fresh != 0) {
-                        const int c = w * 64 + __builtin_ctzll(fresh);
-                        fresh &= fresh - 1;
-                        parent_[static_cast<std::size_t>(c)] = r;
-                        const int r2 = row_of_[static_cast<std::size_t>(c)];
-                        if (r2 < 0) {
-                            free_col = c;
-                            break;
-                        }
-                        queue_.push_back(r2);
+                for (std::size_t w = 0; w < uw && free_col < 0; ++w) {
+                    std::uint64_t fresh = row[w] & ~seen[w];
+                    seen[w] |= fresh;
+                    for (; fresh != 0; fresh &= fresh - 1) {
+                        const int c = static_cast<int>(w) * 64 + __builtin_ctzll(fresh);
+                        parent[c] = r;
+                        queue[queued++] = row_of[c];
                     }
                 }
             }
-            if (free_col < 0) return false;
-            free_[static_cast<std::size_t>(free_col >> 6)] &= ~(std::uint64_t{1} << (free_col & 63));
+            if (free_col < 0) {
+                // The failed root's tree: the rows it reached (seen holds its columns).
+                std::fill(tree_rows_.begin(), tree_rows_.end(), 0);
+                for (std::size_t k = 0; k < queued; ++k) tree_rows_[static_cast<std::size_t>(queue[k] >> 6)] |= std::uint64_t{1} << (queue[k] & 63);
+                return false;
+            }
+            free[free_col >> 6] &= ~(std::uint64_t{1} << (free_col & 63));
             // Flip the path back to the root: each row on it takes the column that reached it.
             for (int c = free_col; c >= 0;) {
-                const int r = parent_[static_cast<std::size_t>(c)];
-                const int previous = col_of_[static_cast<std::size_t>(r)];
-                col_of_[static_cast<std::size_t>(r)] = c;
-                row_of_[static_cast<std::size_t>(c)] = r;
+                const int r = parent[c];
+                const int previous = col_of[r];
+                col_of[r] = c;
+                row_of[c] = r;
                 c = r == root ? -1 : previous;
             }
         }
         return true;
     }
 
-private:
     static constexpr int unreached = std::numeric_limits<int>::max();
 
     // BFS from all free rows along alternating paths; true if a free column is reachable.
@@ -288,9 +317,11 @@ private:
     std::vector<int> dist_;
     std::vector<int> next_col_;
     std::vector<int> queue_;
+    std::vector<int> search_; // complete(bit_rows): the rows of a search, in order
     std::vector<int> path_;
     std::vector<std::uint64_t> seen_; // columns reached, one bit each
     std::vector<std::uint64_t> free_; // complete(bit_rows): unmatched columns, one bit each
+    std::vector<std::uint64_t> tree_rows_; // complete(bit_rows) failed: the rows its last search reached
     std::vector<int> parent_;         // per column: the row that reached it
 };
 

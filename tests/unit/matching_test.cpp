@@ -74,3 +74,51 @@ TEST_CASE("warm start: only rows whose edge disappeared are rematched") {
     CHECK(changed <= 3); // one augmenting path
     CHECK(has(2, m.col_of(2)));
 }
+
+TEST_CASE("bit rows: perfect exactly when Boost.Graph finds one; a failed search repeats itself until an edge can grow it") {
+    detail::rng gen(7);
+    int failed = 0;
+    int skipped = 0;
+    for (int trial = 0; trial < 600; ++trial) {
+        // Up to 130 columns: one word per row and several.
+        const int n = 1 + static_cast<int>(gen.below(trial % 3 == 0 ? 130 : 20));
+        const double density = (trial % 3 == 0 ? 0.01 : 0.05) + 0.3 * gen.uniform();
+        std::vector<char> edge(static_cast<std::size_t>(n * n));
+        bit_rows g;
+        g.reset(n);
+        for (int r = 0; r < n; ++r)
+            for (int c = 0; c < n; ++c)
+                if (gen.uniform() < density) {
+                    edge[static_cast<std::size_t>(r * n + c)] = 1;
+                    g.set(r, c);
+                }
+        bipartite_matching m(n);
+        INFO("trial " << trial << ", n " << n);
+        const bool found = m.complete(g);
+        CHECK(found == (boost_matching_size(edge, n) == static_cast<std::size_t>(n)));
+        for (int round = 0; !found && round < 8; ++round) {
+            ++failed;
+            // Add a few edges; without one that can grow the failed search, searching again
+            // fails and changes nothing.
+            bool grows = false;
+            for (int k = 0; k < 3; ++k) {
+                const int r = static_cast<int>(gen.below(static_cast<std::uint64_t>(n)));
+                const int c = static_cast<int>(gen.below(static_cast<std::uint64_t>(n)));
+                grows = grows || m.can_grow(r, c);
+                edge[static_cast<std::size_t>(r * n + c)] = 1;
+                g.set(r, c);
+            }
+            const std::vector<int> before = m.cols();
+            const bool now = m.complete(g);
+            CHECK(now == (boost_matching_size(edge, n) == static_cast<std::size_t>(n)));
+            if (!grows) {
+                ++skipped;
+                CHECK_FALSE(now);
+                CHECK(m.cols() == before);
+            }
+            if (now) break;
+        }
+    }
+    CHECK(failed > 100);
+    CHECK(skipped > 50);
+}
