@@ -90,7 +90,9 @@ private:
 
 /// Builds a plan's transfers step by step; reusable across plans (buffers keep their capacity).
 class plan_builder {
-    static constexpr std::uint32_t no_region = UINT32_MAX;
+    // Region 0 is no region: an end outside scratch, at base 0 (so offsets resolve without a
+    // branch on whether an end is in scratch).
+    static constexpr std::uint32_t no_region = 0;
     // Transfers being built, in emission order: the regions of their scratch ends (no_region
     // where an end is not in scratch) stay beside them until finish() knows every region's base.
     struct record {
@@ -101,12 +103,16 @@ class plan_builder {
         std::int32_t dst;
         std::uint32_t src_region;
         std::uint32_t dst_region;
-        std::int32_t step;
         fast::tier tier;
         buffer src_buffer;
         buffer dst_buffer;
     };
     static constexpr std::size_t no_record = SIZE_MAX;
+    // Where a record is: its step's bucket and its index there.
+    struct record_ref {
+        std::int32_t step = 0;
+        std::size_t index = no_record;
+    };
 
 public:
     /// Starts a plan with steps 0 .. last_step + 1 (step 0 and the step after the last
@@ -132,10 +138,9 @@ public:
                        std::span<std::uint32_t>(heat_rank_.data() + at, static_cast<std::size_t>(g_)), heat_order_);
         }
         steps_ = static_cast<std::size_t>(last_step) + 2;
-        records_used_ = 0;
-        last_in_step_.assign(steps_, no_record);
-        step_count_.assign(steps_, 0);
-        regions_.clear();
+        if (buckets_.size() < steps_) buckets_.resize(steps_);
+        for (std::size_t k = 0; k < steps_; ++k) buckets_[k].clear();
+        regions_.assign(1, region{});
         staged_region_.assign(static_cast<std::size_t>(topo.ranks()), no_region);
         const double ratio = topo.scale_up_gbps / topo.scale_out_gbps;
         capacity_.assign(steps_, 0);
@@ -229,24 +234,22 @@ public:
         for (const region& x : regions_)
             out.scratch_bytes[static_cast<std::size_t>(x.rank)] =
                 std::max(out.scratch_bytes[static_cast<std::size_t>(x.rank)], checked_add(x.base, x.size, "scratch of one rank"));
-        // A counting sort of the records by step (stable: emission order within a step).
+        // The steps' records in order (sequential writes: a plan is large), offsets resolved.
         out.step_offsets.assign(1, 0);
         std::size_t total = 0;
         for (std::size_t k = 0; k < steps_; ++k) {
-            const std::size_t n = step_count_[k];
-            step_count_[k] = total; // becomes the step's write position
-            total += n;
-            if (n > 0 || keep_empty_steps) out.step_offsets.push_back(total);
+            total += buckets_[k].size();
+            if (!buckets_[k].empty() || keep_empty_steps) out.step_offsets.push_back(total);
         }
         out.transfers.resize(total); // a reused plan keeps its size: nothing to initialise
-        transfer* const t = out.transfers.data();
-        for (std::size_t j = 0; j < records_used_; ++j) {
-            const record& x = records_[j];
-            transfer& y = t[step_count_[static_cast<std::size_t>(x.step)]++];
-            y = transfer{x.bytes, x.src_offset, x.dst_offset, x.src, x.dst, x.tier, x.src_buffer, x.dst_buffer};
-            if (x.src_region != no_region) y.src_offset += regions_[x.src_region].base;
-            if (x.dst_region != no_region) y.dst_offset += regions_[x.dst_region].base;
-        }
+        transfer* y = out.transfers.data();
+        for (std::size_t k = 0; k < steps_; ++k)
+            for (const record& x : buckets_[k]) {
+                *y = transfer{x.bytes, x.src_offset, x.dst_offset, x.src, x.dst, x.tier, x.src_buffer, x.dst_buffer};
+                y->src_offset += regions_[x.src_region].base;
+                y->dst_offset += regions_[x.dst_region].base;
+                ++y;
+            }
     }
 
 private:
@@ -289,10 +292,16 @@ private:
             // One placement decision per origin (gathers) and per final GPU (redistribution) of
             // the slot, remembered under this slot's stamp.
             ++stamp_;
-            // The slot's scale-out so far: nothing else goes into its step while the slot is
-            // emitted (gathers go before it, redistribution after it, and a carrier sends to one
-            // receiver per step), so contiguous pieces extend it.
-            std::size_t out = no_record;
+            // The slot's open transfers, which a contiguous piece extends: its scale-out, and with
+            // windowed timing its last gather and last redistribution. While the slot is emitted
+            // nothing else goes into their steps (gathers go before its step, redistribution
+            // after it, and a carrier sends to one receiver per step), and its gather and landing
+            // regions are its own, so each is its step's last transfer whenever it could be
+            // extended. (Up front, every slot of a carrier gathers into one region: gathers
+            // there extend whatever their step's last transfer is.)
+            record_ref out{slot.step};
+            open_move gather;  // keyed by origin, ending in its send buffer
+            open_move scatter; // keyed by final GPU, ending in its receive buffer
             std::int64_t left = slot.bytes;
             while (left > 0) {
                 if (pc == end) throw invalid_argument("internal: a stream has fewer bytes than its slots");
@@ -314,8 +323,8 @@ private:
                         if (g_region == no_region) g_region = new_region(carrier, step, slot.step);
                         regions_[g_region].first = std::min(regions_[g_region].first, step);
                     }
-                    emit_up<!up_front>(gather_step_of_[a], origin, buffer::send, no_region, src_off, carrier,
-                                       buffer::scratch, g_region, gathered, n);
+                    emit_move<up_front>(gather, a, src_off, gather_step_of_[a], origin, buffer::send, no_region, src_off,
+                                        carrier, buffer::scratch, g_region, gathered, n);
                     src_buf = buffer::scratch;
                     src_region = g_region;
                     src_off = gathered;
@@ -335,15 +344,15 @@ private:
                         if (l_region == no_region) l_region = new_region(receiver, slot.step, step);
                         regions_[l_region].last = std::max(regions_[l_region].last, step);
                     }
-                    emit_up<!up_front>(scatter_step_of_[b], receiver, buffer::scratch, l_region, landed, final_rank,
-                                       buffer::recv, no_region, dst_off, n);
+                    emit_move<up_front>(scatter, b, dst_off, scatter_step_of_[b], receiver, buffer::scratch, l_region,
+                                        landed, final_rank, buffer::recv, no_region, dst_off, n);
                     dst_buf = buffer::scratch;
                     dst_region = l_region;
                     dst_off = landed;
                     landed += n;
                 }
-                if (out != no_record) {
-                    record& o = records_[out];
+                if (out.index != no_record) {
+                    record& o = record_at(out);
                     if (o.src_buffer == src_buf && o.dst_buffer == dst_buf && o.src_region == src_region &&
                         o.dst_region == dst_region && o.src_offset + o.bytes == src_off &&
                         o.dst_offset + o.bytes == dst_off) {
@@ -351,8 +360,8 @@ private:
                         goto next;
                     }
                 }
-                out = append(slot.step, record{n, src_off, dst_off, carrier, receiver, src_region, dst_region,
-                                               slot.step, tier::scale_out, src_buf, dst_buf});
+                out = append(slot.step, n, carrier, src_buf, src_region, src_off, receiver, dst_buf, dst_region, dst_off,
+                             tier::scale_out);
             next:
                 used += n;
                 left -= n;
@@ -367,7 +376,7 @@ private:
     }
 
     std::uint32_t new_region(int rank, std::int32_t first, std::int32_t last) {
-        if (regions_.size() >= no_region) throw invalid_argument("a plan with more than 2^32 scratch regions");
+        if (regions_.size() > UINT32_MAX) throw invalid_argument("a plan with more than 2^32 scratch regions");
         regions_.push_back({0, 0, rank, first, last});
         return static_cast<std::uint32_t>(regions_.size() - 1);
     }
@@ -376,11 +385,11 @@ private:
     // first), at the lowest offset free of every region whose lifetime overlaps its own.
     void layout_regions(std::size_t ranks) {
         by_rank_.assign(ranks + 1, 0);
-        for (const region& x : regions_) ++by_rank_[static_cast<std::size_t>(x.rank) + 1];
+        for (std::size_t k = 1; k < regions_.size(); ++k) ++by_rank_[static_cast<std::size_t>(regions_[k].rank) + 1];
         for (std::size_t k = 0; k < ranks; ++k) by_rank_[k + 1] += by_rank_[k];
-        order_.resize(regions_.size());
+        order_.resize(regions_.size() - 1);
         fill_.assign(by_rank_.begin(), by_rank_.end() - 1);
-        for (std::uint32_t k = 0; k < regions_.size(); ++k) order_[fill_[static_cast<std::size_t>(regions_[k].rank)]++] = k;
+        for (std::uint32_t k = 1; k < regions_.size(); ++k) order_[fill_[static_cast<std::size_t>(regions_[k].rank)]++] = k;
         for (std::size_t k = 0; k < ranks; ++k) {
             const auto first = order_.begin() + static_cast<std::ptrdiff_t>(by_rank_[k]);
             const auto last = order_.begin() + static_cast<std::ptrdiff_t>(by_rank_[k + 1]);
@@ -437,19 +446,48 @@ private:
         return best;
     }
 
+    // A slot's last gather or redistribution: the next piece extends it when it moves to or from
+    // the same GPU (`key`) at the offset where this one ended (`end`; the scratch end is
+    // contiguous by construction).
+    struct open_move {
+        record_ref at;
+        std::size_t key = 0;
+        std::int64_t end = 0;
+    };
+
+    // A gather or redistribution of a stream's piece (see emit_stream's open transfers); the
+    // offset `tracked` is the one at its key's end.
+    template <bool up_front>
+    void emit_move(open_move& open, std::size_t key, std::int64_t tracked, std::int32_t step, int src, buffer sb,
+                   std::uint32_t sr, std::int64_t so, int dst, buffer db, std::uint32_t dr, std::int64_t dof,
+                   std::int64_t n) {
+        if constexpr (up_front) {
+            emit_up<false>(step, src, sb, sr, so, dst, db, dr, dof, n);
+        } else {
+            count_up(step, src, dst, n);
+            if (open.at.index != no_record && open.key == key && open.end == tracked)
+                record_at(open.at).bytes += n;
+            else
+                open.at = append(step, n, src, sb, sr, so, dst, db, dr, dof, tier::scale_up);
+            open.key = key;
+            open.end = tracked + n;
+        }
+    }
+
+    // Counts scale-up bytes against src's send and dst's receive port in step `step`.
+    void count_up(std::int32_t step, int src, int dst, std::int64_t bytes) noexcept {
+        up_send_[static_cast<std::size_t>(src) * steps_ + static_cast<std::size_t>(step)] += bytes;
+        up_recv_[static_cast<std::size_t>(dst) * steps_ + static_cast<std::size_t>(step)] += bytes;
+    }
+
     // A scale-up transfer into step `step`: extends the step's last transfer when contiguous
     // with it, and (with `load`: windowed timing) counts its bytes against both ports.
     template <bool load>
-    __attribute__((always_inline)) void emit_up(std::int32_t step, int src, buffer sb, std::uint32_t sr,
-                                                std::int64_t so, int dst, buffer db, std::uint32_t dr,
-                                                std::int64_t dof, std::int64_t bytes) {
-        const auto k = static_cast<std::size_t>(step);
-        if constexpr (load) {
-            up_send_[static_cast<std::size_t>(src) * steps_ + k] += bytes;
-            up_recv_[static_cast<std::size_t>(dst) * steps_ + k] += bytes;
-        }
-        if (const std::size_t last = last_in_step_[k]; last != no_record) {
-            record& l = records_[last];
+    void emit_up(std::int32_t step, int src, buffer sb, std::uint32_t sr, std::int64_t so, int dst, buffer db,
+                 std::uint32_t dr, std::int64_t dof, std::int64_t bytes) {
+        if constexpr (load) count_up(step, src, dst, bytes);
+        if (std::vector<record>& b = buckets_[static_cast<std::size_t>(step)]; !b.empty()) {
+            record& l = b.back();
             if (l.src == src && l.dst == dst && l.src_offset + l.bytes == so && l.dst_offset + l.bytes == dof &&
                 l.src_region == sr && l.dst_region == dr && l.tier == tier::scale_up && l.src_buffer == sb &&
                 l.dst_buffer == db) {
@@ -457,18 +495,18 @@ private:
                 return;
             }
         }
-        append(step, record{bytes, so, dof, src, dst, sr, dr, step, tier::scale_up, sb, db});
+        append(step, bytes, src, sb, sr, so, dst, db, dr, dof, tier::scale_up);
     }
 
-    // Adds a record to step `step`; returns its index.
-    std::size_t append(std::int32_t step, const record& x) {
-        if (records_used_ == records_.size()) records_.resize(std::max<std::size_t>(64, records_.size() * 2));
-        const std::size_t j = records_used_++;
-        records_[j] = x;
-        last_in_step_[static_cast<std::size_t>(step)] = j;
-        ++step_count_[static_cast<std::size_t>(step)];
-        return j;
+    // Adds a transfer to step `step` as its last.
+    record_ref append(std::int32_t step, std::int64_t bytes, int src, buffer sb, std::uint32_t sr, std::int64_t so,
+                      int dst, buffer db, std::uint32_t dr, std::int64_t dof, fast::tier t) {
+        std::vector<record>& b = buckets_[static_cast<std::size_t>(step)];
+        b.push_back(record{bytes, so, dof, src, dst, sr, dr, t, sb, db});
+        return {step, b.size() - 1};
     }
+
+    record& record_at(record_ref x) noexcept { return buckets_[static_cast<std::size_t>(x.step)][x.index]; }
 
     const traffic_matrix* m_ = nullptr;
     topology topo_;
@@ -489,10 +527,7 @@ private:
     std::vector<std::uint64_t> gather_stamp_;   // per origin GPU: the slot whose step it holds
     std::vector<std::uint64_t> scatter_stamp_;  // per final GPU: likewise
     std::uint64_t stamp_ = 0;                   // the slot being emitted
-    std::vector<record> records_; // records_[0, records_used_) are this plan's
-    std::size_t records_used_ = 0;
-    std::vector<std::size_t> last_in_step_; // per step: its last record (the one a transfer may extend)
-    std::vector<std::size_t> step_count_;   // per step: its records (finish: its next position)
+    std::vector<std::vector<record>> buckets_; // per step, in emission order
     std::size_t steps_ = 0;
     std::vector<std::int64_t> capacity_; // per step: scale-up bytes that fit under its scale-out
     std::vector<std::int64_t> up_send_;  // rank x step: scale-up bytes placed on its send port
