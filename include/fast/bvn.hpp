@@ -96,6 +96,24 @@ struct decompose_workspace {
     bool cold_starts = false;
     bit_rows edges;
     std::vector<std::vector<std::uint32_t>> by_value; // entries (r * n + c) by value, lazily
+    std::vector<std::uint64_t> filled;                // bit v: by_value[v] is not empty
+
+    void add(std::size_t value, std::uint32_t entry) {
+        by_value[value].push_back(entry);
+        filled[value >> 6] |= std::uint64_t{1} << (value & 63);
+    }
+    /// The largest value at most `v` whose bucket is not empty, or 0.
+    [[nodiscard]] std::size_t filled_at_most(std::size_t v) const noexcept {
+        for (std::size_t w = v >> 6;; --w) {
+            const std::uint64_t below = (v >> 6) == w && (v & 63) != 63 ? (std::uint64_t{1} << ((v & 63) + 1)) - 1 : ~std::uint64_t{0};
+            if (const std::uint64_t bits = filled[w] & below) return w * 64 + 63 - static_cast<std::size_t>(__builtin_clzll(bits));
+            if (w == 0) return 0;
+        }
+    }
+    void empty(std::size_t value) {
+        by_value[value].clear();
+        filled[value >> 6] &= ~(std::uint64_t{1} << (value & 63));
+    }
 };
 
 inline void decompose_flat(std::vector<std::int64_t>& a, int n, matching_rule rule, decomposition& out,
@@ -122,10 +140,15 @@ inline void decompose_flat(std::vector<std::int64_t>& a, int n, matching_rule ru
     // entries whose value has changed since (skipped). Otherwise each lowering scans.
     const bool buckets = rule == matching_rule::bottleneck && top <= 64 * static_cast<std::int64_t>(un * un) + 1024;
     if (buckets) {
-        if (ws.by_value.size() < static_cast<std::size_t>(top) + 1) ws.by_value.resize(static_cast<std::size_t>(top) + 1);
-        for (std::size_t v = 0; v <= static_cast<std::size_t>(top); ++v) ws.by_value[v].clear();
+        // The last call's leftovers are in the buckets its bits name.
+        for (std::size_t w = 0; w < ws.filled.size(); ++w)
+            for (std::uint64_t bits = ws.filled[w]; bits != 0; bits &= bits - 1)
+                ws.by_value[w * 64 + static_cast<std::size_t>(__builtin_ctzll(bits))].clear();
+        const auto values = static_cast<std::size_t>(top) + 1;
+        if (ws.by_value.size() < values) ws.by_value.resize(values);
+        ws.filled.assign((values + 63) / 64, 0);
         for (std::size_t k = 0; k < un * un; ++k)
-            if (a[k] > 0 && a[k] < threshold) ws.by_value[static_cast<std::size_t>(a[k])].push_back(static_cast<std::uint32_t>(k));
+            if (a[k] > 0 && a[k] < threshold) ws.add(static_cast<std::size_t>(a[k]), static_cast<std::uint32_t>(k));
     }
     while (remaining > 0) {
         if (ws.cold_starts) matching.reset(n);
@@ -140,7 +163,14 @@ inline void decompose_flat(std::vector<std::int64_t>& a, int n, matching_rule ru
                 std::int64_t lower = threshold - 1;
                 bool any = false;
                 if (buckets) {
-                    for (;; --lower) {
+                    // Empty buckets are passed over; a bucket may hold only stale entries.
+                    for (;;) {
+                        const auto v = static_cast<std::int64_t>(ws.filled_at_most(static_cast<std::size_t>(lower)));
+                        if (v == 0) {
+                            lower = 1;
+                            break;
+                        }
+                        lower = v;
                         for (const std::uint32_t k : ws.by_value[static_cast<std::size_t>(lower)])
                             if (a[k] == lower) {
                                 const int r = static_cast<int>(k / un);
@@ -149,8 +179,9 @@ inline void decompose_flat(std::vector<std::int64_t>& a, int n, matching_rule ru
                                 any = true;
                                 grows = grows || matching.can_grow(r, c);
                             }
-                        ws.by_value[static_cast<std::size_t>(lower)].clear();
+                        ws.empty(static_cast<std::size_t>(lower));
                         if (any || lower == 1) break;
+                        --lower;
                     }
                 } else {
                     std::int64_t next = 0;
@@ -179,7 +210,7 @@ inline void decompose_flat(std::vector<std::int64_t>& a, int n, matching_rule ru
             v -= w;
             if (v < threshold) {
                 edges.clear(static_cast<int>(r), static_cast<int>(c));
-                if (buckets && v > 0) ws.by_value[static_cast<std::size_t>(v)].push_back(static_cast<std::uint32_t>(r * un + c));
+                if (buckets && v > 0) ws.add(static_cast<std::size_t>(v), static_cast<std::uint32_t>(r * un + c));
             }
             out.perms.push_back(static_cast<std::int32_t>(c));
         }
