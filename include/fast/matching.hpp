@@ -111,7 +111,9 @@ public:
     /// A free row without a path now has none after later augmentations either, so it fails at
     /// once; its search tree is kept (see can_grow).
     bool complete(const bit_rows& g) {
-        if (g.words() == 1) return complete_words<1>(g); // up to 64 columns: one word per set
+        // Up to 128 columns: the word loops unrolled.
+        if (g.words() == 1) return complete_words<1>(g);
+        if (g.words() == 2) return complete_words<2>(g);
         return complete_words<0>(g);
     }
 

@@ -314,15 +314,7 @@ private:
                 std::int64_t src_off = send_at_[a * ug + b] + at;
                 if (a != ui) {
                     const int origin = origins + pc->origin;
-                    if (gather_stamp_[a] != stamp_) {
-                        gather_stamp_[a] = stamp_;
-                        std::int32_t step = 0;
-                        if constexpr (!up_front)
-                            step = roomiest(origin, carrier, std::max(0, slot.step - window_), slot.step - 1, true);
-                        gather_step_of_[a] = step;
-                        if (g_region == no_region) g_region = new_region(carrier, step, slot.step);
-                        regions_[g_region].first = std::min(regions_[g_region].first, step);
-                    }
+                    if (gather_stamp_[a] != stamp_) decide_gather<up_front>(a, origin, carrier, slot.step, g_region);
                     emit_move<up_front>(gather, a, src_off, gather_step_of_[a], origin, buffer::send, no_region, src_off,
                                         carrier, buffer::scratch, g_region, gathered, n);
                     src_buf = buffer::scratch;
@@ -335,15 +327,7 @@ private:
                 std::int64_t dst_off = recv_at_[a * ug + b] + at;
                 if (b != ui) {
                     const int final_rank = finals + pc->final;
-                    if (scatter_stamp_[b] != stamp_) {
-                        scatter_stamp_[b] = stamp_;
-                        std::int32_t step = slot.step + 1;
-                        if constexpr (!up_front)
-                            step = roomiest(receiver, final_rank, slot.step + 1, std::min(slot.step + window_, last_ + 1), false);
-                        scatter_step_of_[b] = step;
-                        if (l_region == no_region) l_region = new_region(receiver, slot.step, step);
-                        regions_[l_region].last = std::max(regions_[l_region].last, step);
-                    }
+                    if (scatter_stamp_[b] != stamp_) decide_scatter<up_front>(b, receiver, final_rank, slot.step, l_region);
                     emit_move<up_front>(scatter, b, dst_off, scatter_step_of_[b], receiver, buffer::scratch, l_region,
                                         landed, final_rank, buffer::recv, no_region, dst_off, n);
                     dst_buf = buffer::scratch;
@@ -444,6 +428,33 @@ private:
             }
         }
         return best;
+    }
+
+    // The step of the slot's gathers from origin GPU `a` (gathers in one of the `window` steps
+    // before the slot's, the roomiest), its region created on first use. Out of line: once per
+    // origin and slot, and the emission loop stays small.
+    template <bool up_front>
+    __attribute__((noinline)) void decide_gather(std::size_t a, int origin, int carrier, std::int32_t slot_step,
+                                                 std::uint32_t& g_region) {
+        gather_stamp_[a] = stamp_;
+        std::int32_t step = 0;
+        if constexpr (!up_front) step = roomiest(origin, carrier, std::max(0, slot_step - window_), slot_step - 1, true);
+        gather_step_of_[a] = step;
+        if (g_region == no_region) g_region = new_region(carrier, step, slot_step);
+        regions_[g_region].first = std::min(regions_[g_region].first, step);
+    }
+
+    // Likewise the step of the redistribution to final GPU `b` (one of the `window` steps after).
+    template <bool up_front>
+    __attribute__((noinline)) void decide_scatter(std::size_t b, int receiver, int final_rank, std::int32_t slot_step,
+                                                  std::uint32_t& l_region) {
+        scatter_stamp_[b] = stamp_;
+        std::int32_t step = slot_step + 1;
+        if constexpr (!up_front)
+            step = roomiest(receiver, final_rank, slot_step + 1, std::min(slot_step + window_, last_ + 1), false);
+        scatter_step_of_[b] = step;
+        if (l_region == no_region) l_region = new_region(receiver, slot_step, step);
+        regions_[l_region].last = std::max(regions_[l_region].last, step);
     }
 
     // A slot's last gather or redistribution: the next piece extends it when it moves to or from
