@@ -151,6 +151,7 @@ public:
             up_recv_.assign(static_cast<std::size_t>(topo.ranks()) * steps_, 0);
         }
         const auto ug = static_cast<std::size_t>(g_);
+        tile_.resize(ug * ug);
         send_at_.resize(ug * ug);
         recv_at_.resize(ug * ug);
         gather_step_of_.resize(ug);
@@ -160,20 +161,24 @@ public:
         stamp_ = 0;
     }
 
-    /// Computes the packed displacements of every block of tile (s, d).
+    /// Copies tile (s, d) out of the matrix (its rows are far apart there) and computes the
+    /// packed displacements of every block.
     void load_tile(int s, int d) {
         s_ = s;
         d_ = d;
         const auto ug = static_cast<std::size_t>(g_);
         const auto us = static_cast<std::size_t>(topo_.servers);
         const auto r = static_cast<std::size_t>(topo_.ranks());
-        tile_ = m_->data() + static_cast<std::size_t>(s) * ug * r + static_cast<std::size_t>(d) * ug;
+        const std::int64_t* from = m_->data() + static_cast<std::size_t>(s) * ug * r + static_cast<std::size_t>(d) * ug;
+        std::int64_t* tile = tile_.data();
         for (std::size_t a = 0; a < ug; ++a) {
             const std::size_t src = static_cast<std::size_t>(s) * ug + a;
             std::int64_t at = index_.send_server[src * us + static_cast<std::size_t>(d)];
             for (std::size_t b = 0; b < ug; ++b) {
+                const std::int64_t n = from[a * r + b];
+                tile[a * ug + b] = n;
                 send_at_[a * ug + b] = at;
-                at += tile_[a * r + b];
+                at += n;
             }
         }
         for (std::size_t b = 0; b < ug; ++b) {
@@ -181,19 +186,20 @@ public:
             std::int64_t at = index_.recv_server[static_cast<std::size_t>(s) * r + dst];
             for (std::size_t a = 0; a < ug; ++a) {
                 recv_at_[a * ug + b] = at;
-                at += tile_[a * r + b];
+                at += tile[a * ug + b];
             }
         }
     }
 
-    [[nodiscard]] const std::int64_t* tile() const noexcept { return tile_; }
+    /// The loaded tile, G x G (tile_stride() between rows).
+    [[nodiscard]] const std::int64_t* tile() const noexcept { return tile_.data(); }
     /// The GPUs of the loaded tile's destination server ranked by how much each receives in
     /// all, hottest first (see heat_ranks).
     [[nodiscard]] std::span<const std::uint32_t> destination_heat() const noexcept {
         return {heat_rank_.data() + static_cast<std::size_t>(d_) * static_cast<std::size_t>(g_),
                 static_cast<std::size_t>(g_)};
     }
-    [[nodiscard]] std::size_t tile_stride() const noexcept { return static_cast<std::size_t>(topo_.ranks()); }
+    [[nodiscard]] std::size_t tile_stride() const noexcept { return static_cast<std::size_t>(g_); }
 
     /// Direct scale-up copies of the loaded (intra-server) tile: in step 1 up front, else each
     /// block in the scale-out step with the most room for both of its ports.
@@ -527,7 +533,7 @@ private:
     gather_timing timing_ = gather_timing::windowed;
     int window_ = 1;
     std::int32_t last_ = 0;
-    const std::int64_t* tile_ = nullptr;
+    std::vector<std::int64_t> tile_; // the loaded tile, G x G
     layout_index index_;
     std::vector<std::int64_t> send_at_;
     std::vector<std::int64_t> recv_at_;
