@@ -218,7 +218,7 @@ public:
                     emit_up<false>(1, src, buffer::send, no_region, send_at_[a * ug + b], dst, buffer::recv,
                                    no_region, recv_at_[a * ug + b], n);
                 else
-                    emit_up<true>(roomiest(src, dst, first, last, false), src, buffer::send, no_region,
+                    emit_up<true>(roomiest<false>(src, dst, first, last), src, buffer::send, no_region,
                                   send_at_[a * ug + b], dst, buffer::recv, no_region, recv_at_[a * ug + b], n);
             }
     }
@@ -418,20 +418,19 @@ private:
     // The step in [first, last] with the most scale-up room left (under that step's scale-out)
     // for src's send and dst's receive port; ties go to the latest step when `late` (gathers:
     // less time in scratch), else the earliest.
-    [[nodiscard]] std::int32_t roomiest(int src, int dst, std::int32_t first, std::int32_t last,
-                                        bool late) const noexcept {
+    template <bool late>
+    [[nodiscard]] std::int32_t roomiest(int src, int dst, std::int32_t first, std::int32_t last) const noexcept {
         const std::int64_t* send = up_send_.data() + static_cast<std::size_t>(src) * steps_;
         const std::int64_t* recv = up_recv_.data() + static_cast<std::size_t>(dst) * steps_;
+        const std::int64_t* room = capacity_.data();
+        // The first step met in scan order wins ties: the latest when `late`.
         std::int32_t best = late ? last : first;
-        std::int64_t best_room = INT64_MIN;
-        for (std::int32_t j = first; j <= last; ++j) {
-            const std::int32_t k = late ? last - (j - first) : j;
-            const auto uk = static_cast<std::size_t>(k);
-            const std::int64_t r = capacity_[uk] - std::max(send[uk], recv[uk]);
-            if (r > best_room) {
-                best_room = r;
-                best = k;
-            }
+        std::int64_t best_room = room[best] - std::max(send[best], recv[best]);
+        for (std::int32_t j = 1; j <= last - first; ++j) {
+            const std::int32_t k = late ? last - j : first + j;
+            const std::int64_t r = room[k] - std::max(send[k], recv[k]);
+            best = r > best_room ? k : best;
+            best_room = std::max(best_room, r);
         }
         return best;
     }
@@ -444,7 +443,7 @@ private:
                                                  std::uint32_t& g_region) {
         gather_stamp_[a] = stamp_;
         std::int32_t step = 0;
-        if constexpr (!up_front) step = roomiest(origin, carrier, std::max(0, slot_step - window_), slot_step - 1, true);
+        if constexpr (!up_front) step = roomiest<true>(origin, carrier, std::max(0, slot_step - window_), slot_step - 1);
         gather_step_of_[a] = step;
         if (g_region == no_region) g_region = new_region(carrier, step, slot_step);
         regions_[g_region].first = std::min(regions_[g_region].first, step);
@@ -457,7 +456,7 @@ private:
         scatter_stamp_[b] = stamp_;
         std::int32_t step = slot_step + 1;
         if constexpr (!up_front)
-            step = roomiest(receiver, final_rank, slot_step + 1, std::min(slot_step + window_, last_ + 1), false);
+            step = roomiest<false>(receiver, final_rank, slot_step + 1, std::min(slot_step + window_, last_ + 1));
         scatter_step_of_[b] = step;
         if (l_region == no_region) l_region = new_region(receiver, slot_step, step);
         regions_[l_region].last = std::max(regions_[l_region].last, step);
