@@ -1,0 +1,102 @@
+// Two planners in one process, timed alternately: the ratio of planning times that a noisy,
+// shared machine cannot fake. benchmarks/planner_ab.sh builds it from two revisions, whose
+// headers it renames to namespaces fast_a and fast_b.
+//
+//   planner_ab WORKLOAD REPS ROUNDS
+//
+// WORKLOAD: zS or mS (one zipf:0.8 or moe matrix on S x 8 GPUs, 256 MiB per GPU, planned REPS
+// times), vS (zipf:0.8 seeds 1 - 8 in turn) or megatron=PATH (every matrix of the file, 8 KiB per
+// token). Every round times A then B (odd rounds also B then A), REPS calls each; the line
+// printed gives both medians and the median, min and max of the per-round ratios B / A. The two
+// planners' plans are compared first: same number of steps and transfers, or it says so.
+
+#include <fast_a/fast.hpp>
+#include <fast_b/fast.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace {
+
+template <class Planner, class Matrix>
+__attribute__((noinline)) std::size_t plan_all(Planner& p, const std::vector<Matrix>& ms) {
+    std::size_t n = 0;
+    for (const Matrix& m : ms) n += p.make(m).transfers.size();
+    return n;
+}
+
+template <class Planner, class Matrix>
+double per_plan_us(Planner& p, const std::vector<Matrix>& ms, int reps) {
+    const auto start = std::chrono::steady_clock::now();
+    std::size_t sink = 0;
+    for (int r = 0; r < reps; ++r) sink += plan_all(p, ms);
+    const auto end = std::chrono::steady_clock::now();
+    if (sink == 0) std::printf("(no transfers)\n");
+    return std::chrono::duration<double, std::micro>(end - start).count() / (reps * static_cast<double>(ms.size()));
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    if (argc != 4) {
+        std::fprintf(stderr, "usage: %s zS|mS|vS|megatron=PATH REPS ROUNDS\n", argv[0]);
+        return 2;
+    }
+    const std::string what = argv[1];
+    const int reps = std::max(1, std::atoi(argv[2]));
+    const int rounds = std::max(1, std::atoi(argv[3]));
+    std::vector<fast_a::traffic_matrix> ms;
+    int servers = 4;
+    if (what.rfind("megatron=", 0) == 0) {
+        ms = fast_a::read_matrices_file(what.substr(9), 32, 8192);
+    } else if (what.size() > 1 && (what[0] == 'z' || what[0] == 'm' || what[0] == 'v')) {
+        servers = std::atoi(what.c_str() + 1);
+        const fast_a::topology t = fast_a::make_topology(servers, 8);
+        const std::int64_t bytes = std::int64_t{256} << 20;
+        if (what[0] == 'v')
+            for (std::uint64_t seed = 1; seed <= 8; ++seed) ms.push_back(fast_a::make_zipf(t, 0.8, bytes, seed));
+        else if (what[0] == 'm')
+            ms.push_back(fast_a::make_moe(t, fast_a::moe_options{}, bytes, 1));
+        else
+            ms.push_back(fast_a::make_zipf(t, 0.8, bytes, 1));
+    } else {
+        std::fprintf(stderr, "unknown workload '%s'\n", what.c_str());
+        return 2;
+    }
+    fast_a::planner a(fast_a::make_topology(servers, 8));
+    fast_b::planner b(fast_b::make_topology(servers, 8));
+    for (const auto& m : ms) { // warm, and the plans compared
+        const auto& x = a.make(m);
+        const auto& y = b.make(m);
+        if (x.steps() != y.steps() || x.transfers.size() != y.transfers.size()) {
+            std::printf("note: the plans differ (%zu / %zu steps, %zu / %zu transfers)\n", x.steps(), y.steps(),
+                        x.transfers.size(), y.transfers.size());
+            break;
+        }
+    }
+    std::vector<double> ta, tb, ratio;
+    for (int r = 0; r < rounds; ++r) {
+        double x = per_plan_us(a, ms, reps);
+        double y = per_plan_us(b, ms, reps);
+        if (r % 2 == 1) { // the other order too, against drift within a round
+            y = (y + per_plan_us(b, ms, reps)) / 2;
+            x = (x + per_plan_us(a, ms, reps)) / 2;
+        }
+        ta.push_back(x);
+        tb.push_back(y);
+        ratio.push_back(y / x);
+    }
+    std::printf("%s: A %.2f us, B %.2f us per plan (medians of %d rounds); B / A median %.3f (min %.3f, max %.3f)\n",
+                what.c_str(), median(ta), median(tb), rounds, median(ratio),
+                *std::min_element(ratio.begin(), ratio.end()), *std::max_element(ratio.begin(), ratio.end()));
+    return 0;
+}
