@@ -175,15 +175,15 @@ inline std::int64_t water_level(std::span<const std::size_t> order, std::span<co
         if (n == g) return c[0].level;
         level_cursor top = c[0];
         top.level = top.bytes / ++top.cells;
-        std::size_t at = 1; // the entries after the first that stay before `top`
-        if (top.level == 0 || top.cells > g) {
+        if (top.level == 0 || top.cells > g) { // done: the rest move up
             --live;
-            at = live + 1;
-        } else {
-            while (at < live && c[at].level > top.level) ++at;
+            for (std::size_t k = 0; k < live; ++k) c[k] = c[k + 1];
+            continue;
         }
-        for (std::size_t k = 1; k < at; ++k) c[k - 1] = c[k];
-        if (at <= live) c[at - 1] = top;
+        // Down past the larger values (a data-dependent loop: no call to memmove for a few moves).
+        std::size_t k = 0;
+        for (; k + 1 < live && c[k + 1].level > top.level; ++k) c[k] = c[k + 1];
+        c[k] = top;
     }
     return 0;
 }
