@@ -93,19 +93,12 @@ class plan_builder {
     // Region 0 is no region: an end outside scratch, at base 0 (so offsets resolve without a
     // branch on whether an end is in scratch).
     static constexpr std::uint32_t no_region = 0;
-    // Transfers being built, in emission order: the regions of their scratch ends (no_region
-    // where an end is not in scratch) stay beside them until finish() knows every region's base.
+    // A transfer being built (per step, in emission order): the regions of its scratch ends (no_region
+    // where an end is not in scratch) stay beside it until finish() knows every region's base.
     struct record {
-        std::int64_t bytes;
-        std::int64_t src_offset;
-        std::int64_t dst_offset;
-        std::int32_t src;
-        std::int32_t dst;
+        transfer t;
         std::uint32_t src_region;
         std::uint32_t dst_region;
-        fast::tier tier;
-        buffer src_buffer;
-        buffer dst_buffer;
     };
     static constexpr std::size_t no_record = SIZE_MAX;
     // Where a record is: its step's bucket and its index there.
@@ -251,7 +244,7 @@ public:
         transfer* y = out.transfers.data();
         for (std::size_t k = 0; k < steps_; ++k)
             for (const record& x : buckets_[k]) {
-                *y = transfer{x.bytes, x.src_offset, x.dst_offset, x.src, x.dst, x.tier, x.src_buffer, x.dst_buffer};
+                *y = x.t;
                 y->src_offset += regions_[x.src_region].base;
                 y->dst_offset += regions_[x.dst_region].base;
                 ++y;
@@ -343,10 +336,10 @@ private:
                 }
                 if (out.index != no_record) {
                     record& o = record_at(out);
-                    if (o.src_buffer == src_buf && o.dst_buffer == dst_buf && o.src_region == src_region &&
-                        o.dst_region == dst_region && o.src_offset + o.bytes == src_off &&
-                        o.dst_offset + o.bytes == dst_off) {
-                        o.bytes += n;
+                    if (o.t.src_buffer == src_buf && o.t.dst_buffer == dst_buf && o.src_region == src_region &&
+                        o.dst_region == dst_region && o.t.src_offset + o.t.bytes == src_off &&
+                        o.t.dst_offset + o.t.bytes == dst_off) {
+                        o.t.bytes += n;
                         goto next;
                     }
                 }
@@ -482,7 +475,7 @@ private:
         } else {
             count_up(step, src, dst, n);
             if (open.at.index != no_record && open.key == key && open.end == tracked)
-                record_at(open.at).bytes += n;
+                record_at(open.at).t.bytes += n;
             else
                 open.at = append(step, n, src, sb, sr, so, dst, db, dr, dof, tier::scale_up);
             open.key = key;
@@ -503,9 +496,10 @@ private:
                  std::uint32_t dr, std::int64_t dof, std::int64_t bytes) {
         if constexpr (load) count_up(step, src, dst, bytes);
         if (std::vector<record>& b = buckets_[static_cast<std::size_t>(step)]; !b.empty()) {
-            record& l = b.back();
+            record& last = b.back();
+            transfer& l = last.t;
             if (l.src == src && l.dst == dst && l.src_offset + l.bytes == so && l.dst_offset + l.bytes == dof &&
-                l.src_region == sr && l.dst_region == dr && l.tier == tier::scale_up && l.src_buffer == sb &&
+                last.src_region == sr && last.dst_region == dr && l.tier == tier::scale_up && l.src_buffer == sb &&
                 l.dst_buffer == db) {
                 l.bytes += bytes;
                 return;
@@ -518,7 +512,7 @@ private:
     record_ref append(std::int32_t step, std::int64_t bytes, int src, buffer sb, std::uint32_t sr, std::int64_t so,
                       int dst, buffer db, std::uint32_t dr, std::int64_t dof, fast::tier t) {
         std::vector<record>& b = buckets_[static_cast<std::size_t>(step)];
-        b.push_back(record{bytes, so, dof, src, dst, sr, dr, t, sb, db});
+        b.push_back(record{transfer{bytes, so, dof, src, dst, t, sb, db}, sr, dr});
         return {step, b.size() - 1};
     }
 
