@@ -8,7 +8,8 @@
 // times), vS (zipf:0.8 seeds 1 - 8 in turn) or megatron=PATH (every matrix of the file, 8 KiB per
 // token). Every round times A then B (odd rounds also B then A), REPS calls each; the line
 // printed gives both medians and the median, min and max of the per-round ratios B / A. The two
-// planners' plans are compared first, field by field: "identical plans" or where they differ.
+// planners' plans are compared first, field by field: "identical plans" or how many differ; B's
+// plans go through the verifier (exit 1 if one fails).
 
 #include <fast_a/fast.hpp>
 #include <fast_b/fast.hpp>
@@ -92,9 +93,15 @@ int main(int argc, char** argv) {
     }
     fast_a::planner a(fast_a::make_topology(servers, 8));
     fast_b::planner b(fast_b::make_topology(servers, 8));
-    std::size_t differ = 0; // warm, and the plans compared
-    for (const auto& m : ms)
-        if (!same_plan(a.make(m), b.make(m))) ++differ;
+    std::size_t differ = 0; // warm, and the plans compared; B's must verify
+    for (const auto& m : ms) {
+        const auto& y = b.make(m);
+        if (const auto v = fast_b::verify(y, m); !v.ok()) {
+            std::printf("%s: B's plan does not verify: %s\n", what.c_str(), v.message().c_str());
+            return 1;
+        }
+        if (!same_plan(a.make(m), y)) ++differ;
+    }
     if (differ == 0) std::printf("%s: identical plans\n", what.c_str());
     else std::printf("%s: %zu of %zu plans differ\n", what.c_str(), differ, ms.size());
     std::vector<double> ta, tb, ratio;
