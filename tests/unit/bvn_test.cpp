@@ -99,3 +99,35 @@ TEST_CASE("bad decomposition input is named") {
     CHECK_THROWS_WITH(pad_to_regular(big), Catch::Contains("overflows"));
     CHECK(decompose(traffic_matrix::Zero(3, 3)).size() == 0);
 }
+
+TEST_CASE("the value buckets name the largest filled value at most v, across words") {
+    detail::decompose_workspace ws;
+    std::mt19937_64 rng(3);
+    for (int round = 0; round < 200; ++round) {
+        const std::size_t values = 1 + rng() % 300;
+        ws.by_value.assign(values, {});
+        ws.filled.assign((values + 63) / 64, 0);
+        std::vector<char> filled(values, 0);
+        for (int k = 0; k < 20; ++k) {
+            const std::size_t v = rng() % values;
+            ws.add(v, static_cast<std::uint32_t>(k));
+            filled[v] = 1;
+        }
+        for (int k = 0; k < 5; ++k) {
+            const std::size_t v = rng() % values;
+            ws.empty(v);
+            filled[v] = 0;
+            CHECK(ws.by_value[v].empty());
+        }
+        INFO("round " << round << ", values " << values);
+        for (std::size_t v = 0; v < values; ++v) {
+            std::size_t expected = 0;
+            for (std::size_t u = v + 1; u-- > 1;)
+                if (filled[u]) {
+                    expected = u;
+                    break;
+                }
+            CHECK(ws.filled_at_most(v) == expected);
+        }
+    }
+}

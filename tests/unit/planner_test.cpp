@@ -297,6 +297,23 @@ TEST_CASE("rail packing keeps the quantum candidate whose schedule predicts fast
     }
 }
 
+TEST_CASE("stable_sort_by orders by key and keeps the order of equal keys, short lists and long") {
+    std::mt19937_64 rng(5);
+    std::vector<std::pair<std::int64_t, std::size_t>> keys;
+    for (int round = 0; round < 500; ++round) {
+        const std::size_t n = rng() % 80; // both sides of the insertion-sort cut
+        std::vector<std::int64_t> key(n + 10);
+        for (auto& k : key) k = static_cast<std::int64_t>(rng() % 6);
+        std::vector<std::size_t> order(n);
+        for (auto& x : order) x = rng() % key.size();
+        std::vector<std::size_t> expected = order;
+        std::stable_sort(expected.begin(), expected.end(), [&](std::size_t x, std::size_t y) { return key[x] < key[y]; });
+        detail::stable_sort_by(order, keys, [&](std::size_t x) { return key[x]; });
+        INFO("round " << round << ", n " << n);
+        CHECK(order == expected);
+    }
+}
+
 TEST_CASE("the water level is the largest step length at which the pieces fill G cells") {
     std::mt19937_64 rng(11);
     std::vector<detail::level_cursor> levels;
