@@ -185,13 +185,16 @@ inline void assign_tile(const std::int64_t* tile, std::size_t stride, int g, std
     const auto kind = [](std::size_t rail, std::size_t a, std::size_t b) -> std::size_t {
         return a == rail ? (b == rail ? 3 : 0) : (b == rail ? 2 : 1);
     };
+    // The lambdas capture sizes and pointers by value: captured by reference, a size_t would
+    // live in memory, and every store to the int64 arrays (which may alias it) would reload it.
+    tile_workspace::take* const pieces = ws.taken.data();
     std::uint32_t taken = 0;
-    auto take = [&](std::size_t rail, std::size_t a, std::size_t b) {
+    auto take = [=, &taken](std::size_t rail, std::size_t a, std::size_t b) {
         const std::size_t k = a * ug + b;
         const std::int64_t n = std::min(left[k], room[rail]);
         if (n <= 0) return;
         // Blocks are taken from their start: what is assigned already is the offset.
-        ws.taken[taken] = {piece{tile[a * stride + b] - left[k], n, static_cast<std::int32_t>(a),
+        pieces[taken] = {piece{tile[a * stride + b] - left[k], n, static_cast<std::int32_t>(a),
                                  static_cast<std::int32_t>(b)},
                            static_cast<std::uint32_t>(rail), last[k]};
         last[k] = taken++;
@@ -207,12 +210,12 @@ inline void assign_tile(const std::int64_t* tile, std::size_t stride, int g, std
         for (std::size_t i = 0; i < ug; ++i)
             for (std::size_t b = 0; b < ug && room[i] > 0 && capacity[i] - room[i] < head[i]; ++b)
                 if (b != i) take(i, i, b);
-    auto take_own = [&] {
+    auto take_own = [=, &take] {
         for (std::size_t i = 0; i < ug; ++i)
             for (std::size_t b = 0; b < ug && room[i] > 0; ++b)
                 if (b != i) take(i, i, b);
     };
-    auto take_landing = [&] {
+    auto take_landing = [=, &take] {
         for (std::size_t i = 0; i < ug; ++i)
             for (std::size_t a = 0; a < ug && room[i] > 0; ++a)
                 if (a != i) take(i, a, i);
@@ -250,11 +253,12 @@ inline void assign_tile(const std::int64_t* tile, std::size_t stride, int g, std
     for (std::size_t f = 0; f < ug; ++f) by_heat[f] = static_cast<int>(f);
     if (!heat_rank.empty())
         for (std::size_t f = 0; f < ug; ++f) by_heat[heat_rank[f]] = static_cast<int>(f);
-    auto deal = [&](std::size_t a, std::size_t b) {
-        std::uint32_t& p = last[a * ug + b];
-        for (; p != tile_workspace::none; p = ws.taken[p].previous) {
-            const auto& t = ws.taken[p];
-            ws.streams[cursor[t.rail * 4 + kind(t.rail, a, b)]++] = t.p;
+    piece* const streams = ws.streams.data();
+    auto deal = [=](std::size_t a, std::size_t b) {
+        std::uint32_t& p = last[a * ug + b]; // ends as none, ready for the next tile
+        for (; p != tile_workspace::none; p = pieces[p].previous) {
+            const tile_workspace::take& t = pieces[p];
+            streams[cursor[t.rail * 4 + kind(t.rail, a, b)]++] = t.p;
         }
     };
     if (heat_rank.empty()) {
