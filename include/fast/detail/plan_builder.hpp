@@ -100,12 +100,6 @@ class plan_builder {
         std::uint32_t src_region;
         std::uint32_t dst_region;
     };
-    static constexpr std::size_t no_record = SIZE_MAX;
-    // Where a record is: its step's bucket and its index there.
-    struct record_ref {
-        std::int32_t step = 0;
-        std::size_t index = no_record;
-    };
 
 public:
     /// Starts a plan with steps 0 .. last_step + 1 (step 0 and the step after the last
@@ -295,10 +289,10 @@ private:
             // windowed timing its last gather and last redistribution. While the slot is emitted
             // nothing else goes into their steps (gathers go before its step, redistribution
             // after it, and a carrier sends to one receiver per step), and its gather and landing
-            // regions are its own, so each is its step's last transfer whenever it could be
-            // extended. (Up front, every slot of a carrier gathers into one region: gathers
+            // regions are its own, so each stays its step's last record: it is extended there,
+            // with no index kept. (Up front, every slot of a carrier gathers into one region: gathers
             // there extend whatever their step's last transfer is.)
-            record_ref out{slot.step};
+            bool out_open = false; // the slot's scale-out so far is its step's last record
             open_move gather;  // keyed by origin, ending in its send buffer
             open_move scatter; // keyed by final GPU, ending in its receive buffer
             std::int64_t left = slot.bytes;
@@ -334,8 +328,8 @@ private:
                     dst_off = landed;
                     landed += n;
                 }
-                if (out.index != no_record) {
-                    record& o = record_at(out);
+                if (out_open) {
+                    record& o = buckets_[static_cast<std::size_t>(slot.step)].back();
                     if (o.t.src_buffer == src_buf && o.t.dst_buffer == dst_buf && o.src_region == src_region &&
                         o.dst_region == dst_region && o.t.src_offset + o.t.bytes == src_off &&
                         o.t.dst_offset + o.t.bytes == dst_off) {
@@ -343,8 +337,9 @@ private:
                         goto next;
                     }
                 }
-                out = append(slot.step, n, carrier, src_buf, src_region, src_off, receiver, dst_buf, dst_region, dst_off,
-                             tier::scale_out);
+                out_open = true;
+                append(slot.step, n, carrier, src_buf, src_region, src_off, receiver, dst_buf, dst_region, dst_off,
+                       tier::scale_out);
             next:
                 used += n;
                 left -= n;
@@ -459,7 +454,7 @@ private:
     // the same GPU (`key`) at the offset where this one ended (`end`; the scratch end is
     // contiguous by construction).
     struct open_move {
-        record_ref at;
+        std::int32_t step = -1; // its step (its record is that step's last), or -1: none yet
         std::size_t key = 0;
         std::int64_t end = 0;
     };
@@ -474,10 +469,11 @@ private:
             emit_up<false>(step, src, sb, sr, so, dst, db, dr, dof, n);
         } else {
             count_up(step, src, dst, n);
-            if (open.at.index != no_record && open.key == key && open.end == tracked)
-                record_at(open.at).t.bytes += n;
+            if (open.step == step && open.key == key && open.end == tracked)
+                buckets_[static_cast<std::size_t>(step)].back().t.bytes += n;
             else
-                open.at = append(step, n, src, sb, sr, so, dst, db, dr, dof, tier::scale_up);
+                append(step, n, src, sb, sr, so, dst, db, dr, dof, tier::scale_up);
+            open.step = step;
             open.key = key;
             open.end = tracked + n;
         }
@@ -509,14 +505,12 @@ private:
     }
 
     // Adds a transfer to step `step` as its last.
-    record_ref append(std::int32_t step, std::int64_t bytes, int src, buffer sb, std::uint32_t sr, std::int64_t so,
-                      int dst, buffer db, std::uint32_t dr, std::int64_t dof, fast::tier t) {
+    void append(std::int32_t step, std::int64_t bytes, int src, buffer sb, std::uint32_t sr, std::int64_t so,
+                int dst, buffer db, std::uint32_t dr, std::int64_t dof, fast::tier t) {
         std::vector<record>& b = buckets_[static_cast<std::size_t>(step)];
         b.push_back(record{transfer{bytes, so, dof, src, dst, t, sb, db}, sr, dr});
-        return {step, b.size() - 1};
     }
 
-    record& record_at(record_ref x) noexcept { return buckets_[static_cast<std::size_t>(x.step)][x.index]; }
 
     const traffic_matrix* m_ = nullptr;
     topology topo_;
