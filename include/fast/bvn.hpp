@@ -6,7 +6,9 @@
 /// one-to-one transfers (no incast), and the weights sum to L.
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <numeric>
 #include <span>
 #include <string>
 #include <vector>
@@ -82,12 +84,6 @@ inline std::int64_t pad_flat(std::vector<std::int64_t>& a, int n, std::vector<st
     return l;
 }
 
-/// Decomposes the regular n x n row-major matrix `a` (all line sums equal), consuming it.
-/// Each stage zeroes at least one entry, so there are at most n^2 - 2n + 2 stages (Marcus-Ree
-/// bound of the Birkhoff algorithm). With `bottleneck`, a stage's smallest entry can never
-/// exceed the previous stage's (entries only shrink), so the threshold only decreases: when no
-/// perfect matching uses entries >= threshold, it drops to the next value present. Each stage
-/// then has the largest smallest entry among matchings at or above the last failed threshold.
 /// Buffers of decompose_flat, kept between calls.
 struct decompose_workspace {
     bipartite_matching matching;
@@ -116,9 +112,63 @@ struct decompose_workspace {
     }
 };
 
+/// Bottleneck stages of the regular N x N row-major matrix `a` for N <= 4, consuming it: each
+/// stage is the permutation whose smallest entry is largest (the first in lexicographic order
+/// on ties), found by trying all N! <= 24. At this size (clusters of up to four servers) that
+/// costs less than repairing matchings, and its loop does not branch on the data.
+template <int N>
+void decompose_by_permutations(std::vector<std::int64_t>& a, decomposition& out) {
+    static_assert(N >= 1 && N <= 4);
+    static constexpr auto perms = [] {
+        constexpr std::size_t count = N == 1 ? 1 : N == 2 ? 2 : N == 3 ? 6 : 24;
+        std::array<std::array<std::int32_t, N>, count> all{};
+        std::array<std::int32_t, N> p{};
+        std::iota(p.begin(), p.end(), 0);
+        for (auto& x : all) {
+            x = p;
+            std::next_permutation(p.begin(), p.end());
+        }
+        return all;
+    }();
+    std::int64_t remaining = 0; // the common line sum still to decompose (row 0's)
+    for (int c = 0; c < N; ++c) remaining += a[static_cast<std::size_t>(c)];
+    while (remaining > 0) {
+        std::int64_t w = 0;
+        std::size_t best = 0;
+        for (std::size_t k = 0; k < perms.size(); ++k) {
+            std::int64_t smallest = a[static_cast<std::size_t>(perms[k][0])];
+            for (int r = 1; r < N; ++r)
+                smallest = std::min(smallest, a[static_cast<std::size_t>(r * N + perms[k][static_cast<std::size_t>(r)])]);
+            best = smallest > w ? k : best;
+            w = std::max(w, smallest);
+        }
+        if (w == 0) throw invalid_argument("decompose: the matrix does not have equal line sums");
+        for (int r = 0; r < N; ++r) {
+            const std::int32_t c = perms[best][static_cast<std::size_t>(r)];
+            a[static_cast<std::size_t>(r * N + c)] -= w;
+            out.perms.push_back(c);
+        }
+        out.weights.push_back(w);
+        remaining -= w;
+    }
+}
+
+/// Decomposes the regular n x n row-major matrix `a` (all line sums equal), consuming it.
+/// Each stage zeroes at least one entry, so there are at most n^2 - 2n + 2 stages (Marcus-Ree
+/// bound of the Birkhoff algorithm). With `bottleneck`, a stage's smallest entry can never
+/// exceed the previous stage's (entries only shrink), so the threshold only decreases: when no
+/// perfect matching uses entries >= threshold, it drops to the next value present. Each stage
+/// then has the largest smallest entry of any perfect matching (up to n = 4 by trying every
+/// permutation: decompose_by_permutations, which may take another permutation on ties).
 inline void decompose_flat(std::vector<std::int64_t>& a, int n, matching_rule rule, decomposition& out,
                            decompose_workspace& ws) {
     out.clear(n);
+    if (rule == matching_rule::bottleneck && n >= 2 && n <= 4) {
+        if (n == 2) decompose_by_permutations<2>(a, out);
+        else if (n == 3) decompose_by_permutations<3>(a, out);
+        else decompose_by_permutations<4>(a, out);
+        return;
+    }
     const auto un = static_cast<std::size_t>(n);
     std::int64_t remaining = 0; // the common line sum still to decompose (row 0's)
     std::int64_t top = 1;

@@ -2,6 +2,9 @@
 
 #include <fast/bvn.hpp>
 
+#include <algorithm>
+#include <numeric>
+
 using namespace fast;
 
 namespace {
@@ -26,6 +29,14 @@ void check_decomposition(const traffic_matrix& regular, const decomposition& d) 
     CHECK(left.isZero());
     CHECK(d.total_weight() == (n > 0 ? regular.row(0).sum() : 0));
     if (n > 0) CHECK(d.size() <= static_cast<std::size_t>(n * n - 2 * n + 2));
+}
+
+// An n x n matrix with about 30% zeros and the other entries below `below`.
+traffic_matrix sparse_random(detail::rng& gen, int n, std::uint64_t below) {
+    traffic_matrix m(n, n);
+    for (int r = 0; r < n; ++r)
+        for (int c = 0; c < n; ++c) m(r, c) = gen.uniform() < 0.3 ? 0 : static_cast<std::int64_t>(gen.below(below));
+    return m;
 }
 } // namespace
 
@@ -62,10 +73,7 @@ TEST_CASE("random matrices pad and decompose exactly, within the stage bound") {
     for (std::uint64_t seed = 0; seed < 300; ++seed) {
         detail::rng gen(seed);
         const int n = 1 + static_cast<int>(gen.below(12));
-        traffic_matrix m(n, n);
-        for (int r = 0; r < n; ++r)
-            for (int c = 0; c < n; ++c)
-                m(r, c) = gen.uniform() < 0.3 ? 0 : static_cast<std::int64_t>(gen.below(1000));
+        const traffic_matrix m = sparse_random(gen, n, 1000);
         const traffic_matrix padded = pad_to_regular(m);
         CHECK((padded.array() >= m.array()).all());
         for (const matching_rule rule : {matching_rule::any, matching_rule::bottleneck}) {
@@ -85,6 +93,33 @@ TEST_CASE("bottleneck stages are never smaller than later ones by much; they sta
     check_decomposition(padded, best);
     CHECK(best.size() <= any.size());
     CHECK(best.weights.front() == *std::max_element(best.weights.begin(), best.weights.end()));
+}
+
+TEST_CASE("up to four lines, every bottleneck stage is the largest any permutation allows") {
+    // Up to n = 4 the stages come from trying every permutation; check the defining property
+    // against the matrix left before each stage.
+    for (std::uint64_t seed = 0; seed < 200; ++seed) {
+        detail::rng gen(seed);
+        const int n = 2 + static_cast<int>(gen.below(3));
+        const traffic_matrix m = sparse_random(gen, n, 50);
+        const traffic_matrix padded = pad_to_regular(m);
+        const decomposition d = decompose(padded, matching_rule::bottleneck);
+        INFO("seed " << seed << ", n " << n);
+        check_decomposition(padded, d);
+        traffic_matrix left = padded;
+        for (std::size_t k = 0; k < d.size(); ++k) {
+            std::vector<int> p(static_cast<std::size_t>(n));
+            std::iota(p.begin(), p.end(), 0);
+            std::int64_t largest = 0;
+            do {
+                std::int64_t smallest = left(0, p[0]);
+                for (int r = 1; r < n; ++r) smallest = std::min(smallest, left(r, p[static_cast<std::size_t>(r)]));
+                largest = std::max(largest, smallest);
+            } while (std::next_permutation(p.begin(), p.end()));
+            CHECK(d.weights[k] == largest);
+            for (int r = 0; r < n; ++r) left(r, d.perm(k)[static_cast<std::size_t>(r)]) -= d.weights[k];
+        }
+    }
 }
 
 TEST_CASE("bad decomposition input is named") {
