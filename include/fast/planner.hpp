@@ -5,7 +5,7 @@
 /// call), so repeated planning allocates nothing once the sizes have been seen; its make_slice
 /// plans only the part one server takes part in.
 ///
-/// FAST (DESIGN.md, docs/algorithm.md):
+/// FAST (docs/algorithm.md):
 ///  1. balancing: the GPUs of server s share what s sends to server d, rail-aligned (GPU i of s
 ///     sends only to GPU i of d);
 ///  2. stages: a server matrix padded to equal line sums and decomposed into weighted
