@@ -114,13 +114,16 @@ struct decompose_workspace {
 
 /// Bottleneck stages of the regular N x N row-major matrix `a` for N <= 4, consuming it: each
 /// stage is the permutation whose smallest entry is largest (the first in lexicographic order
-/// on ties), found by trying all N! <= 24. At this size (clusters of up to four servers) that
-/// costs less than repairing matchings, and its loop does not branch on the data.
+/// on ties), found among all N! <= 24. At this size (clusters of up to four servers) that costs
+/// less than repairing matchings, and its loops do not branch on the data. Each permutation's
+/// smallest entry is kept: a stage only lowers its N entries, so the permutations through them
+/// take the new value if it is smaller, which is exact.
 template <int N>
 void decompose_by_permutations(std::vector<std::int64_t>& a, decomposition& out) {
     static_assert(N >= 1 && N <= 4);
+    constexpr std::size_t count = N == 1 ? 1 : N == 2 ? 2 : N == 3 ? 6 : 24;
+    constexpr auto n = static_cast<std::size_t>(N);
     static constexpr auto perms = [] {
-        constexpr std::size_t count = N == 1 ? 1 : N == 2 ? 2 : N == 3 ? 6 : 24;
         std::array<std::array<std::int32_t, N>, count> all{};
         std::array<std::int32_t, N> p{};
         std::iota(p.begin(), p.end(), 0);
@@ -130,22 +133,38 @@ void decompose_by_permutations(std::vector<std::int64_t>& a, decomposition& out)
         }
         return all;
     }();
+    // The permutations through each entry (r, c): through[r * N + c].
+    static constexpr auto through = [] {
+        std::array<std::array<std::uint8_t, count / n>, n * n> all{};
+        std::array<std::size_t, n * n> filled{};
+        for (std::size_t k = 0; k < count; ++k)
+            for (std::size_t r = 0; r < n; ++r) {
+                const std::size_t e = r * n + static_cast<std::size_t>(perms[k][r]);
+                all[e][filled[e]++] = static_cast<std::uint8_t>(k);
+            }
+        return all;
+    }();
+    std::array<std::int64_t, count> smallest{};
+    for (std::size_t k = 0; k < count; ++k) {
+        smallest[k] = a[static_cast<std::size_t>(perms[k][0])];
+        for (std::size_t r = 1; r < n; ++r)
+            smallest[k] = std::min(smallest[k], a[r * n + static_cast<std::size_t>(perms[k][r])]);
+    }
     std::int64_t remaining = 0; // the common line sum still to decompose (row 0's)
-    for (int c = 0; c < N; ++c) remaining += a[static_cast<std::size_t>(c)];
+    for (std::size_t c = 0; c < n; ++c) remaining += a[c];
     while (remaining > 0) {
         std::int64_t w = 0;
         std::size_t best = 0;
-        for (std::size_t k = 0; k < perms.size(); ++k) {
-            std::int64_t smallest = a[static_cast<std::size_t>(perms[k][0])];
-            for (int r = 1; r < N; ++r)
-                smallest = std::min(smallest, a[static_cast<std::size_t>(r * N + perms[k][static_cast<std::size_t>(r)])]);
-            best = smallest > w ? k : best;
-            w = std::max(w, smallest);
+        for (std::size_t k = 0; k < count; ++k) {
+            best = smallest[k] > w ? k : best;
+            w = std::max(w, smallest[k]);
         }
         if (w == 0) throw invalid_argument("decompose: the matrix does not have equal line sums");
-        for (int r = 0; r < N; ++r) {
-            const std::int32_t c = perms[best][static_cast<std::size_t>(r)];
-            a[static_cast<std::size_t>(r * N + c)] -= w;
+        for (std::size_t r = 0; r < n; ++r) {
+            const std::int32_t c = perms[best][r];
+            const std::size_t e = r * n + static_cast<std::size_t>(c);
+            a[e] -= w;
+            for (const std::uint8_t k : through[e]) smallest[k] = std::min(smallest[k], a[e]);
             out.perms.push_back(c);
         }
         out.weights.push_back(w);
