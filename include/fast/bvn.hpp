@@ -120,8 +120,8 @@ struct decompose_workspace {
 /// take the new value if it is smaller, which is exact.
 template <int N>
 void decompose_by_permutations(std::vector<std::int64_t>& a, decomposition& out) {
-    static_assert(N >= 1 && N <= 4);
-    constexpr std::size_t count = N == 1 ? 1 : N == 2 ? 2 : N == 3 ? 6 : 24;
+    static_assert(N >= 2 && N <= 4);
+    constexpr std::size_t count = N == 2 ? 2 : N == 3 ? 6 : 24;
     constexpr auto n = static_cast<std::size_t>(N);
     static constexpr auto perms = [] {
         std::array<std::array<std::int32_t, N>, count> all{};
