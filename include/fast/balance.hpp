@@ -76,24 +76,29 @@ template <class Pieces>
     return x.offset < y.offset;
 }
 
-/// Shares of `total` bytes over G rails: each gets floor(total / G) or one more, the extra bytes
-/// going to the GPUs that hold the most of their own (they then move less). `own` has G entries.
-inline void balanced_shares(std::int64_t total, std::span<const std::int64_t> own,
-                            std::span<std::int64_t> share, std::span<int> order) {
-    const auto g = static_cast<std::int64_t>(own.size());
-    for (std::size_t i = 0; i < own.size(); ++i) {
-        share[i] = total / g;
-        order[i] = static_cast<int>(i);
+/// Position of each of `key`'s entries in descending order, ties by index: rank[i] counts the
+/// entries ordered before entry i. Counting instead of sorting: G is small and these keys are
+/// data, on which a sort's comparisons mispredict. O(G^2), branch-free.
+inline void descending_ranks(std::span<const std::int64_t> key, std::span<std::uint32_t> rank) noexcept {
+    const std::size_t g = key.size();
+    for (std::size_t i = 0; i < g; ++i) {
+        std::uint32_t before = 0;
+        for (std::size_t j = 0; j < g; ++j)
+            before += static_cast<std::uint32_t>(key[j] > key[i]) + static_cast<std::uint32_t>(key[j] == key[i] && j < i);
+        rank[i] = before;
     }
-    std::int64_t extra = total % g;
-    if (extra == 0) return;
-    // Ties by index: a stable sort of 0 .. G - 1 without its temporary buffer.
-    std::sort(order.begin(), order.end(), [&](int x, int y) {
-        const std::int64_t ox = own[static_cast<std::size_t>(x)];
-        const std::int64_t oy = own[static_cast<std::size_t>(y)];
-        return ox != oy ? ox > oy : x < y;
-    });
-    for (std::size_t k = 0; extra > 0; ++k, --extra) ++share[static_cast<std::size_t>(order[k])];
+}
+
+/// Shares of `total` bytes over G rails: each gets floor(total / G) or one more, the extra bytes
+/// going to the GPUs that hold the most of their own (they then move less; ties by index). `own`
+/// has G entries.
+inline void balanced_shares(std::int64_t total, std::span<const std::int64_t> own,
+                            std::span<std::int64_t> share, std::span<std::uint32_t> rank) {
+    const auto g = static_cast<std::int64_t>(own.size());
+    const std::int64_t extra = total % g;
+    if (extra != 0) descending_ranks(own, rank);
+    for (std::size_t i = 0; i < own.size(); ++i)
+        share[i] = total / g + static_cast<std::int64_t>(extra != 0 && rank[i] < extra);
 }
 
 /// Which cheap move a rail prefers after its own diagonal block.
@@ -101,18 +106,6 @@ enum class rail_preference {
     own_first,     ///< keep its own bytes (least balancing: the paper's up-front step is exposed)
     landing_first, ///< bytes whose final GPU is on the rail (least redistribution)
 };
-
-/// Positions of G final GPUs by heat, hottest first (ties by index): what stream_before's heat
-/// order compares, as integers.
-inline void heat_ranks(std::span<const std::int64_t> heat, std::span<std::uint32_t> rank, std::span<int> order) {
-    for (std::size_t i = 0; i < heat.size(); ++i) order[i] = static_cast<int>(i);
-    std::sort(order.begin(), order.end(), [&](int x, int y) { // ties by index, as documented
-        const std::int64_t hx = heat[static_cast<std::size_t>(x)];
-        const std::int64_t hy = heat[static_cast<std::size_t>(y)];
-        return hx != hy ? hx > hy : x < y;
-    });
-    for (std::size_t k = 0; k < heat.size(); ++k) rank[static_cast<std::size_t>(order[k])] = static_cast<std::uint32_t>(k);
-}
 
 /// Buffers of assign_tile, reused across tiles, and its result: rail i's pieces in stream order
 /// are stream(i).
@@ -153,7 +146,7 @@ struct tile_workspace {
 /// Assigns the bytes of a G x G tile (block (a, b) at tile[a * stride + b]) to G rails with
 /// capacities `capacity` (summing to the tile total); ws.stream(rail) is then the rail's pieces
 /// in stream order: stream_before's order, with the final GPUs' heat given as their positions
-/// `heat_rank` (heat_ranks; empty: no heat). Every byte is assigned exactly once, and a rail gets
+/// `heat_rank` (descending_ranks of the heat; empty: no heat). Every byte is assigned exactly once, and a rail gets
 /// at most one piece of a block. A rail with a `head` (bytes its stream sends before any step
 /// could gather for it; empty: none) first covers it with bytes of its own GPU, as far as they
 /// go: its diagonal block, which its stream then puts first, and whole own blocks, before
@@ -312,7 +305,7 @@ struct balanced_traffic {
     out.offsets.assign(static_cast<std::size_t>(s_count) * static_cast<std::size_t>(s_count) * ug + 1, 0);
     std::vector<std::int64_t> own(ug);
     std::vector<std::int64_t> share(ug);
-    std::vector<int> order(ug);
+    std::vector<std::uint32_t> order(ug);
     detail::tile_workspace ws;
     const std::int64_t* data = m.data();
     const auto stride = static_cast<std::size_t>(m.cols());

@@ -601,7 +601,7 @@ private:
     std::vector<std::int64_t> gpu_in_;  // per GPU: inter-server bytes received
     std::vector<std::int64_t> capacity_;
     std::vector<std::int64_t> own_;
-    std::vector<int> rank_order_;
+    std::vector<std::uint32_t> rank_order_;
     std::vector<std::int64_t> padded_;
     std::vector<std::int64_t> row_deficit_;
     std::vector<std::int64_t> col_deficit_;

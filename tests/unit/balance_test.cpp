@@ -161,8 +161,7 @@ TEST_CASE("streams come out in stream order with heat, one piece per block and r
             head[i] = capacity[i] == 0 ? 0 : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(capacity[i] + 1));
         for (auto& h : heat) h = static_cast<std::int64_t>(rng() % 4); // ties are ordered by index
         std::vector<std::uint32_t> heat_rank(ug);
-        std::vector<int> order(ug);
-        detail::heat_ranks(heat, heat_rank, order);
+        detail::descending_ranks(heat, heat_rank);
         const auto preference = rng() % 2 == 0 ? detail::rail_preference::own_first : detail::rail_preference::landing_first;
         detail::assign_tile(tile.data(), stride, g, std::span<const std::int64_t>(capacity), ws, heat_rank, preference,
                             heads ? std::span<const std::int64_t>(head) : std::span<const std::int64_t>());

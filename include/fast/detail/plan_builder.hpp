@@ -118,11 +118,10 @@ public:
         last_ = last_step;
         index_.build(m, topo);
         heat_rank_.resize(static_cast<std::size_t>(topo.ranks()));
-        heat_order_.resize(static_cast<std::size_t>(g_));
         for (int d = 0; d < topo.servers; ++d) {
             const std::size_t at = static_cast<std::size_t>(d) * static_cast<std::size_t>(g_);
-            heat_ranks(std::span<const std::int64_t>(index_.column_sums().data() + at, static_cast<std::size_t>(g_)),
-                       std::span<std::uint32_t>(heat_rank_.data() + at, static_cast<std::size_t>(g_)), heat_order_);
+            descending_ranks(std::span<const std::int64_t>(index_.column_sums().data() + at, static_cast<std::size_t>(g_)),
+                             std::span<std::uint32_t>(heat_rank_.data() + at, static_cast<std::size_t>(g_)));
         }
         steps_ = static_cast<std::size_t>(last_step) + 2;
         if (buckets_.size() < steps_) buckets_.resize(steps_);
@@ -181,7 +180,7 @@ public:
     /// The loaded tile, G x G (tile_stride() between rows).
     [[nodiscard]] const std::int64_t* tile() const noexcept { return tile_.data(); }
     /// The GPUs of the loaded tile's destination server ranked by how much each receives in
-    /// all, hottest first (see heat_ranks).
+    /// all, hottest first (see descending_ranks).
     [[nodiscard]] std::span<const std::uint32_t> destination_heat() const noexcept {
         return {heat_rank_.data() + static_cast<std::size_t>(d_) * static_cast<std::size_t>(g_),
                 static_cast<std::size_t>(g_)};
@@ -525,7 +524,6 @@ private:
     std::vector<std::int64_t> send_at_;
     std::vector<std::int64_t> recv_at_;
     std::vector<std::uint32_t> heat_rank_; // per rank: its position by heat within its server
-    std::vector<int> heat_order_;
     std::vector<std::int32_t> gather_step_of_;  // per origin GPU, within one slot
     std::vector<std::int32_t> scatter_step_of_; // per final GPU, within one slot
     std::vector<std::uint64_t> gather_stamp_;   // per origin GPU: the slot whose step it holds
