@@ -367,21 +367,21 @@ status communicator_impl::exchange(control kind, std::uint64_t seq, const void* 
                 }
             if (!error.empty()) break;
         }
-        if (worker_.progress() == 0) {
-            if (clock::now() > deadline) {
-                std::string missing;
-                int count = 0;
-                for (int r = 0; r < size_; ++r)
-                    if (r != rank_ && !b.slots[static_cast<std::size_t>(r)].done && ++count <= 8)
-                        missing += (count > 1 ? ", " : "") + std::to_string(r);
-                code = errc::timeout;
-                error = "no message within " + std::to_string(cfg_.timeout.count()) + " ms from rank" +
-                        (count > 1 ? "s " : " ") + (missing.empty() ? "(none: sends pending)" : missing) +
-                        (count > 8 ? ", ..." : "");
-                break;
-            }
-            sched_yield();
+        // The deadline every round, not only when progress runs dry: it may never do.
+        const bool idle = worker_.progress() == 0;
+        if (b.completed < expected && clock::now() > deadline) {
+            std::string missing;
+            int count = 0;
+            for (int r = 0; r < size_; ++r)
+                if (r != rank_ && !b.slots[static_cast<std::size_t>(r)].done && ++count <= 8)
+                    missing += (count > 1 ? ", " : "") + std::to_string(r);
+            code = errc::timeout;
+            error = "no message within " + std::to_string(cfg_.timeout.count()) + " ms from rank" +
+                    (count > 1 ? "s " : " ") + (missing.empty() ? "(none: sends pending)" : missing) +
+                    (count > 8 ? ", ..." : "");
+            break;
         }
+        if (idle) sched_yield();
     }
     for (int r = 0; r < size_ && error.empty(); ++r) {
         if (r == rank_) continue;
@@ -423,16 +423,15 @@ status communicator_impl::flush() {
     const ucs_status_t st = worker_.flush_all(b.slots[0]);
     const auto deadline = clock::now() + cfg_.timeout;
     while (st == UCS_INPROGRESS && b.completed < 1) {
-        if (worker_.progress() == 0) {
-            if (clock::now() > deadline) {
-                worker::abandon(b.slots[0]);
-                const status failure(errc::timeout, "rank " + std::to_string(rank_) + ": flushing the endpoints did not complete within " +
-                                                        std::to_string(cfg_.timeout.count()) + " ms");
-                mark_failed(failure);
-                return failure;
-            }
-            sched_yield();
+        const bool idle = worker_.progress() == 0;
+        if (b.completed < 1 && clock::now() > deadline) { // every round (see exchange)
+            worker::abandon(b.slots[0]);
+            const status failure(errc::timeout, "rank " + std::to_string(rank_) + ": flushing the endpoints did not complete within " +
+                                                    std::to_string(cfg_.timeout.count()) + " ms");
+            mark_failed(failure);
+            return failure;
         }
+        if (idle) sched_yield();
     }
     if (b.slots[0].status != UCS_OK && worker_.error_events() == 0) {
         const status failure(errc::transport, "rank " + std::to_string(rank_) + ": flushing the endpoints failed: " + ucx_error(b.slots[0].status));
@@ -444,7 +443,11 @@ status communicator_impl::flush() {
 
 communicator_impl::~communicator_impl() {
     op_.reset();
+    // The worker first: closing it progresses UCX, and a receive abandoned after a failure may
+    // still write into scratch (or use the device stream) until the worker is gone.
+    worker_.close();
     if (scratch_ != nullptr && memory_) memory_->release(scratch_);
+    memory_.reset();
 }
 
 void communicator_impl::mark_failed(const status& s) noexcept {
@@ -661,7 +664,36 @@ status communicator_impl::ensure_scratch(std::uint64_t seq) {
     return first_error<report>(all, sizeof(report), size_, "");
 }
 
+// An exception in the middle of a call (out of host memory) leaves this rank out of step with
+// its peers, which wait for it in an exchange or a step: the communicator fails, and they are
+// told. Call from a catch block.
+status communicator_impl::fail_thrown() noexcept {
+    errc code = errc::internal;
+    try {
+        throw;
+    } catch (const std::bad_alloc&) {
+        code = errc::out_of_memory;
+    } catch (...) {
+    }
+    const char* what = code == errc::out_of_memory ? "out of host memory" : "unexpected exception inside the executor";
+    status failure(code, what);
+    try {
+        failure = status(code, "rank " + std::to_string(rank_) + ": " + what);
+    } catch (...) {
+    }
+    mark_failed(failure);
+    return failure;
+}
+
 status communicator_impl::prepare(call_kind kind, const call_args& a, std::uint64_t& seq) {
+    try {
+        return prepare_steps(kind, a, seq);
+    } catch (...) {
+        return fail_thrown();
+    }
+}
+
+status communicator_impl::prepare_steps(call_kind kind, const call_args& a, std::uint64_t& seq) {
     seq = next_seq();
     std::string local;
     try {
@@ -678,7 +710,12 @@ status communicator_impl::prepare(call_kind kind, const call_args& a, std::uint6
         !std::equal(a.rdispls.begin(), a.rdispls.end(), program_rdispls_.begin(), program_rdispls_.end())) {
         have_program_ = false;
         const std::string e = compile_program(*plan_, view_, layout_, rank_, a.sdispls, a.rdispls, pieces, program_);
-        if (!e.empty()) return status(errc::internal, "rank " + std::to_string(rank_) + ": " + e);
+        if (!e.empty()) {
+            // The peers compiled theirs and go on to the steps: tell them.
+            const status failure(errc::internal, "rank " + std::to_string(rank_) + ": " + e);
+            mark_failed(failure);
+            return failure;
+        }
         program_sdispls_.assign(a.sdispls.begin(), a.sdispls.end());
         program_rdispls_.assign(a.rdispls.begin(), a.rdispls.end());
         have_program_ = true;
@@ -686,9 +723,22 @@ status communicator_impl::prepare(call_kind kind, const call_args& a, std::uint6
     return {};
 }
 
+namespace {
+
+// Clears the busy flag however a call leaves (an exception included).
+struct busy_scope {
+    bool& busy;
+    explicit busy_scope(bool& b) noexcept : busy(b) { busy = true; }
+    ~busy_scope() { busy = false; }
+    busy_scope(const busy_scope&) = delete;
+    busy_scope& operator=(const busy_scope&) = delete;
+};
+
+} // namespace
+
 status communicator_impl::alltoallv(const call_args& a) {
     if (status s = check_usable("alltoallv"); !s.ok()) return s;
-    busy_ = true;
+    const busy_scope busy(busy_);
     std::uint64_t seq = 0;
     status s = prepare(call_kind::alltoallv, a, seq);
     if (s.ok()) {
@@ -698,20 +748,24 @@ status communicator_impl::alltoallv(const call_args& a) {
     } else if (failed_.ok()) {
         if (status f = flush(); !f.ok()) s = f; // the exchanges' messages must be out too
     }
-    busy_ = false;
     ++(s.ok() ? stats_.operations : stats_.failures);
     return s;
 }
 
 status communicator_impl::init(const call_args& a, program& out) {
     if (status s = check_usable("alltoallv_init"); !s.ok()) return s;
-    busy_ = true;
+    const busy_scope busy(busy_);
     std::uint64_t seq = 0;
     status s = prepare(call_kind::alltoallv_init, a, seq);
     if (failed_.ok())
         if (status f = flush(); !f.ok()) s = f;
-    if (s.ok()) out = program_;
-    busy_ = false;
+    if (s.ok()) {
+        try {
+            out = program_;
+        } catch (...) {
+            s = fail_thrown(); // the peers have their requests, this rank has none
+        }
+    }
     if (!s.ok()) ++stats_.failures;
     return s;
 }
@@ -720,8 +774,10 @@ status communicator_impl::init(const call_args& a, program& out) {
 
 request_impl::~request_impl() {
     if (active && op) {
-        (void)op->cancel(status(errc::internal, "the request was destroyed while active"));
+        // Tell the peers first: cancelling closes the endpoints of exactly those that wait on
+        // this rank, and no abort goes over a closed endpoint.
         comm->mark_failed(status(errc::comm_failed, "a persistent request was destroyed while active"));
+        (void)op->cancel(status(errc::internal, "the request was destroyed while active"));
         comm->set_busy(false);
     }
 }
@@ -729,8 +785,12 @@ request_impl::~request_impl() {
 status request_impl::start() {
     if (active) return status(errc::busy, "rank " + std::to_string(comm->rank()) + ": the request is already active");
     if (status s = comm->check_usable("start"); !s.ok()) return s;
-    if (comm->scratch_capacity() < prog.scratch_bytes)
-        return status(errc::internal, "rank " + std::to_string(comm->rank()) + ": scratch smaller than the request's plan needs");
+    if (comm->scratch_capacity() < prog.scratch_bytes) {
+        // The peers start and wait for this rank: tell them.
+        const status failure(errc::internal, "rank " + std::to_string(comm->rank()) + ": scratch smaller than the request's plan needs");
+        comm->mark_failed(failure);
+        return failure;
+    }
     const std::uint64_t seq = comm->next_seq();
     comm->set_busy(true);
     active = true;

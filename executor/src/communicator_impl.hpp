@@ -64,6 +64,8 @@ public:
 
 private:
     status prepare(call_kind kind, const call_args& a, std::uint64_t& seq);
+    status prepare_steps(call_kind kind, const call_args& a, std::uint64_t& seq);
+    status fail_thrown() noexcept;
     status agree(call_kind kind, std::uint64_t seq, const call_args& a, std::string local_error);
     status plan_matrix();
     status ensure_scratch(std::uint64_t seq);

@@ -375,10 +375,11 @@ status operation::cancel(status reason) noexcept {
         return reason;
     }
     // Receives are cancelled. What is still outstanding then (sends, and receives already
-    // matched to a rendezvous) goes by closing its peer's endpoint by force, which completes the
-    // requests with UCS_ERR_CANCELED where the endpoint has peer error handling. Then drain,
-    // briefly: over endpoints without it (same host, shared memory) UCX 1.13 cannot purge
-    // requests, and a failed peer never answers them; those are abandoned (no callback any more).
+    // matched to a rendezvous) goes by closing its peer's endpoint: by force where the endpoint
+    // has peer error handling, which completes the requests with UCS_ERR_CANCELED, else by a
+    // flush. Then drain, briefly: over endpoints without it (same host, shared memory) UCX 1.13
+    // cannot purge requests, and a failed peer never answers them; those are abandoned (no
+    // callback any more).
     std::vector<op_slot> closing;
     try {
         const std::size_t credit_recvs = ops_in_step_ + credit_out_peer_.size();

@@ -41,7 +41,7 @@ struct op {
 
 /// Tag layout (64 bits). Data (bit 63 clear): bits 48..62 the call's sequence number, bits
 /// 16..47 the transfer's index in the plan, bits 0..15 the piece. Control (bit 63 set): bits
-/// 56..62 the kind (handshake, counts, scratch report, abort), bits 32..55 the sequence number,
+/// 56..62 the kind (handshake, counts, scratch report, abort, credit), bits 32..55 the sequence number,
 /// bits 0..31 the sender.
 inline constexpr int tag_piece_bits = 16;
 inline constexpr int tag_transfer_bits = 32;

@@ -230,7 +230,9 @@ ucs_status_t worker::force_close(int peer, op_slot& slot) noexcept {
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                          UCP_OP_ATTR_FIELD_FLAGS;
-    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    // UCX allows FORCE only with peer error handling on both sides (ucp.h): other endpoints
+    // close by flushing, which the caller's drain bounds.
+    param.flags = p.detects_failure ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     param.cb.send = &on_send;
     param.user_data = &slot;
     const ucp_ep_h ep = p.ep;
@@ -301,15 +303,16 @@ void worker::send_abort(int code, const std::string& message, std::chrono::milli
     for (op_slot& s : slots) abandon(s);
 }
 
-worker::~worker() {
+void worker::close() noexcept {
     if (worker_ != nullptr) {
         if (abort_armed_ && !abort_slot_.done) {
             ucp_request_cancel(worker_, abort_slot_.request);
             abandon(abort_slot_);
         }
         // Close every endpoint: gracefully where the peer is healthy (nothing is in flight
-        // after a completed call, so this does not wait for the peer), by force where it failed.
-        // Bounded: whatever has not closed after a second is left to ucp_worker_destroy.
+        // after a completed call, so this does not wait for the peer), by force where it failed
+        // and the endpoint has peer error handling (see force_close). Bounded: whatever has not
+        // closed after a second is left to ucp_worker_destroy.
         std::vector<op_slot> closing(peers_.size());
         for (std::size_t r = 0; r < peers_.size(); ++r) {
             peer_state& p = peers_[r];
@@ -317,7 +320,7 @@ worker::~worker() {
             ucp_request_param_t param{};
             param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                                  UCP_OP_ATTR_FIELD_FLAGS;
-            param.flags = p.error != UCS_OK ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+            param.flags = p.error != UCS_OK && p.detects_failure ? UCP_EP_CLOSE_FLAG_FORCE : 0;
             param.cb.send = &on_send;
             param.user_data = &closing[r];
             prepare(closing[r]);
@@ -329,18 +332,19 @@ worker::~worker() {
             bool all = true;
             for (const op_slot& s : closing) all = all && s.done;
             if (all) break;
-            if (ucp_worker_progress(worker_) == 0) {
-                if (std::chrono::steady_clock::now() > deadline) {
-                    // Leave them to ucp_worker_destroy; no callback may write to `closing` now.
-                    for (op_slot& s : closing) abandon(s);
-                    break;
-                }
-                sched_yield();
+            const bool idle = ucp_worker_progress(worker_) == 0;
+            if (std::chrono::steady_clock::now() > deadline) { // every round: progress may never run dry
+                // Leave them to ucp_worker_destroy; no callback may write to `closing` now.
+                for (op_slot& s : closing) abandon(s);
+                break;
             }
+            if (idle) sched_yield();
         }
         ucp_worker_destroy(worker_);
+        worker_ = nullptr;
     }
     if (context_ != nullptr) ucp_cleanup(context_);
+    context_ = nullptr;
 }
 
 } // namespace fast::exec::detail

@@ -41,7 +41,7 @@ struct peer_state {
 class worker {
 public:
     worker() = default;
-    ~worker();
+    ~worker() { close(); }
     worker(const worker&) = delete;
     worker& operator=(const worker&) = delete;
 
@@ -50,6 +50,9 @@ public:
     /// flow control paces the senders instead). Returns "" or what failed.
     [[nodiscard]] std::string init(int rank, int size, ucs_memory_type_t memory_type, bool eager);
     [[nodiscard]] std::string address(std::vector<unsigned char>& out);
+    /// Closes the endpoints (bounded), destroys the worker and the context; idempotent. Before
+    /// the buffers that UCX may still write to (scratch) are released.
+    void close() noexcept;
     /// An endpoint to every other rank; `addresses[r]` is rank r's worker address. Endpoints ask
     /// for peer error handling (UCP_ERR_HANDLING_MODE_PEER). UCX 1.13's shared-memory transports
     /// cannot handle peer failures, so UCX would route ranks on one host over the network instead
@@ -76,8 +79,10 @@ public:
     ucs_status_t flush_all(op_slot& slot) noexcept;
     /// Cancels an outstanding receive (its slot completes, usually with UCS_ERR_CANCELED).
     void cancel(op_slot& slot) noexcept;
-    /// Releases the endpoint without waiting for the peer; its outstanding requests complete
-    /// with UCS_ERR_CANCELED. The peer is unreachable afterwards.
+    /// Releases the endpoint without waiting for the peer where it has peer error handling
+    /// (its outstanding requests complete with UCS_ERR_CANCELED); else closes it by flushing,
+    /// which a failed peer never completes (the caller bounds the wait). The peer is
+    /// unreachable afterwards.
     ucs_status_t force_close(int peer, op_slot& slot) noexcept;
     /// Gives up on an outstanding request: UCX invokes no callback for it any more (it may still
     /// complete internally). For requests that cancellation could not complete in time.

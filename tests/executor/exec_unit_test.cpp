@@ -6,8 +6,10 @@
 #include <catch2/catch.hpp>
 
 #include <barrier>
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <new>
 #include <thread>
 
 #include <fast/baselines.hpp>
@@ -23,6 +25,32 @@
 
 using namespace fast::exec;
 using namespace exec_test;
+
+// Allocation failures on demand: with fail_countdown = n > 0, the n-th operator new from now on
+// this thread fails (std::bad_alloc, or nullptr for nothrow). This binary's replacements, over
+// malloc and free; every form that operator delete frees, so that sanitizers see matching pairs.
+namespace {
+thread_local long fail_countdown = 0;
+} // namespace
+
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+    if (fail_countdown > 0 && --fail_countdown == 0) return nullptr;
+    return std::malloc(n == 0 ? 1 : n);
+}
+void* operator new(std::size_t n) {
+    if (void* p = operator new(n, std::nothrow)) return p;
+    throw std::bad_alloc();
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete" // free is this operator new's match
+#endif
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 TEST_CASE("ranks group into servers by host or by gpus_per_server") {
     using detail::group_ranks;
@@ -321,6 +349,43 @@ TEST_CASE("a one-rank communicator copies, checks its arguments and stays usable
         REQUIRE(req.wait().ok());
         CHECK(!req.active());
         CHECK(check_recv(m, 0, b.recv, b.recv_data) == "");
+    }
+}
+
+TEST_CASE("an exception inside a call never leaves the communicator busy") {
+    // Every allocation of a first call in turn throws: whatever the call returns, the next one
+    // is not `busy` (an exception after the ranks agreed fails the communicator instead).
+    fast::traffic_matrix m(1, 1);
+    m(0, 0) = 4099;
+    rank_buffers b = make_buffers(m, 0, true, 5);
+    for (const bool persistent : {false, true}) {
+        bool finished = false;
+        long n = 1;
+        for (; n < 20000 && !finished; ++n) {
+            config cfg;
+            cfg.timeout = std::chrono::milliseconds(10000);
+            communicator comm;
+            REQUIRE(create(single_rank(), cfg, comm).ok());
+            alltoallv_request req;
+            fail_countdown = n;
+            const status s = persistent ? comm.alltoallv_init(b.send_data.data(), b.send.counts, b.send.displs,
+                                                              b.recv_data.data(), b.recv.counts, b.recv.displs, req)
+                                        : comm.alltoallv(b.send_data.data(), b.send.counts, b.send.displs,
+                                                         b.recv_data.data(), b.recv.counts, b.recv.displs);
+            finished = fail_countdown > 0; // the n-th allocation never came
+            fail_countdown = 0;
+            INFO("persistent " << persistent << ", allocation " << n << ": " << s.message());
+            if (finished) {
+                CHECK(s.ok());
+                break;
+            }
+            const status next = comm.alltoallv(b.send_data.data(), b.send.counts, b.send.displs, b.recv_data.data(),
+                                               b.recv.counts, b.recv.displs);
+            INFO("then: " << next.message());
+            CHECK((next.ok() || (!s.ok() && next.code() == errc::comm_failed)));
+        }
+        CHECK(finished);
+        CHECK(n > 10);
     }
 }
 

@@ -32,7 +32,8 @@ namespace detail {
 /// The MPI side of a communicator's bootstrap: a duplicated MPI communicator and the polling
 /// allgather. After a timed-out allgather the MPI request stays pending inside MPI, which may
 /// still write to its buffers: they (and the duplicate) are then deliberately kept for the rest
-/// of the process; the executor communicator is unusable from then on anyway.
+/// of the process; the executor communicator is unusable from then on anyway. So is the state
+/// itself after a timed-out MPI_Comm_idup, which may still write the duplicate's handle.
 struct mpi_bootstrap_state {
     MPI_Comm comm = MPI_COMM_NULL;
     std::chrono::milliseconds timeout{0};
@@ -114,7 +115,7 @@ inline status make_mpi_bootstrap(MPI_Comm comm, std::chrono::milliseconds timeou
         if (!initialized || finalized) return status(errc::bootstrap, "MPI is not initialised (or already finalised)");
         if (timeout.count() <= 0)
             return status(errc::invalid_argument, "config.timeout must be positive, got " + std::to_string(timeout.count()) + " ms");
-        auto state = std::make_shared<detail::mpi_bootstrap_state>();
+        auto state = std::make_unique<detail::mpi_bootstrap_state>();
         state->timeout = timeout;
         MPI_Request request = MPI_REQUEST_NULL;
         int rc = MPI_Comm_idup(comm, &state->comm, &request);
@@ -125,13 +126,15 @@ inline status make_mpi_bootstrap(MPI_Comm comm, std::chrono::milliseconds timeou
         std::string error;
         if (!detail::mpi_poll(request, timeout, error)) {
             state->broken = true;
+            (void)state.release(); // the idup may still complete and write state->comm: kept, as in mpi_allgather
             return status(errc::bootstrap, "MPI_Comm_idup: " + error);
         }
-        rc = MPI_Comm_set_errhandler(state->comm, MPI_ERRORS_RETURN);
+        std::shared_ptr<detail::mpi_bootstrap_state> shared(std::move(state));
+        rc = MPI_Comm_set_errhandler(shared->comm, MPI_ERRORS_RETURN);
         if (rc != MPI_SUCCESS) return status(errc::bootstrap, "MPI_Comm_set_errhandler failed: " + detail::mpi_error_text(rc));
-        MPI_Comm_rank(state->comm, &out.rank);
-        MPI_Comm_size(state->comm, &out.size);
-        out.allgather = [state](const void* send, void* recv, std::size_t bytes) {
+        MPI_Comm_rank(shared->comm, &out.rank);
+        MPI_Comm_size(shared->comm, &out.size);
+        out.allgather = [state = std::move(shared)](const void* send, void* recv, std::size_t bytes) {
             return detail::mpi_allgather(*state, send, recv, bytes);
         };
         return {};
