@@ -24,6 +24,8 @@
 #include <fast/traffic.hpp>
 #include <fast/workload.hpp>
 
+#include "../examples/cluster_options.hpp" // fast_tools::non_negative
+
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -83,9 +85,7 @@ const char* name_of(sched s) { return s == sched::fast ? "fast" : s == sched::di
     std::exit(2); // not reached
 }
 
-std::int64_t parse_bytes(const std::string& text, const char* option) {
-    return fast::detail::parse_entry(text, 1, [&] { return std::string(option); });
-}
+using fast_tools::parse_bytes;
 
 // --- the data pattern ---------------------------------------------------------------------------
 // Byte k of block (src -> dst) is byte k % 8 of word(src, dst, k / 8), XORed with the run's key in
@@ -203,7 +203,7 @@ std::vector<test_case> make_cases(const options& o, const fast::topology& topo) 
             continue;
         }
         // file:PATH@I is matrix I; file:PATH is every --every-th matrix of the file.
-        if (text.rfind('@') != std::string::npos) {
+        if (spec.indexed) {
             cases.push_back({text, std::to_string(spec.index), fast::make_workload(spec, topo, 0, o.seed, unit)});
             continue;
         }
@@ -580,25 +580,29 @@ int main(int argc, char** argv) {
     CLI::App app{"alltoallv_perf: All-to-All(v) timings of the FAST executor (fast, direct) against MPI_Alltoallv,\n"
                  "in the style of nccl-tests. Run under mpirun; every received byte is checked."};
     app.add_option("-g,--gpus-per-server", o.gpus_per_server, "ranks per (emulated) server; 0: all ranks form one server")
+        ->check(fast_tools::non_negative)
         ->capture_default_str();
     app.add_option("-W,--workload", o.workloads,
-                   "repeatable: uniform | zipf[:S] | moe[:tokens=N,topk=K,zipf=S|lognormal=SIGMA] (sized by -b/-e/-f) | "
+                   "repeatable: uniform | zipf[:S] | moe[:tokens=N,topk=K,zipf=S|lognormal=SIGMA,token_bytes=B] (sized by -b/-e/-f) | "
                    "file:PATH (every --every-th matrix) | file:PATH@I (matrix I); entries times --unit")
         ->capture_default_str();
-    app.add_option("-b,--minbytes", o.min_bytes, "generators: bytes each GPU sends on average (suffixes K, M, G)")
+    app.add_option("-b,--minbytes", o.min_bytes, "generators: bytes each GPU sends on average (suffixes K, M, G, T)")
         ->capture_default_str();
     app.add_option("-e,--maxbytes", o.max_bytes, "generators: largest size of the sweep (default: --minbytes)");
     app.add_option("-f,--stepfactor", o.step_factor, "generators: size multiplier between sweep points")->capture_default_str();
-    app.add_option("-u,--unit", o.unit, "bytes per matrix file entry, e.g. bytes per token (suffixes K, M, G)")
+    app.add_option("-u,--unit", o.unit, "bytes per matrix file entry, e.g. bytes per token (suffixes K, M, G, T)")
         ->capture_default_str();
-    app.add_option("--every", o.every, "file:PATH: take matrices 0, K, 2K, ...")->capture_default_str();
+    app.add_option("--every", o.every, "file:PATH: take matrices 0, K, 2K, ...")
+        ->check(fast_tools::non_negative)
+        ->capture_default_str();
     app.add_option("--max-matrices", o.max_matrices, "file:PATH: at most this many matrices (0: no limit)")
+        ->check(fast_tools::non_negative)
         ->capture_default_str();
     app.add_option("-s,--schedulers", o.schedulers, "comma-separated, run interleaved: fast, direct (the executor), mpi (MPI_Alltoallv)")
         ->capture_default_str();
     app.add_option("-w,--warmup", o.warmup, "untimed calls per scheduler and matrix")->capture_default_str()->check(CLI::Range(0, 1000000));
     app.add_option("-n,--iters", o.iters, "timed calls per scheduler and matrix")->capture_default_str()->check(CLI::Range(1, 1000000));
-    app.add_option("--seed", o.seed, "seed of the generators")->capture_default_str();
+    app.add_option("--seed", o.seed, "seed of the generators")->check(fast_tools::non_negative)->capture_default_str();
     app.add_option("--nic-gbit", o.nic_gbit, "per-GPU NIC rate in Gbit/s: T_lb and the planner's scale-out bandwidth")
         ->capture_default_str();
     app.add_option("--scale-up-gbps", o.scale_up_gbps,

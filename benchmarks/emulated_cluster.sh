@@ -54,15 +54,17 @@ perf=$here/build/benchmarks/alltoallv_perf
 run_timeout=3600
 stats=0
 perf_args=()
+# Options with a value: "need "$@"" stops with one line naming the option when the value is missing.
+need() { [[ -n ${2:-} ]] || { echo "emulated_cluster.sh: $1 needs a value (see --help)" >&2; exit 2; }; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    -s|--servers) servers=${2:?}; shift 2 ;;
-    -g|--gpus) gpus=${2:?}; shift 2 ;;
-    -r|--rate) rate=${2:?}; shift 2 ;;
-    --burst) burst=${2:?}; shift 2 ;;
-    --limit) limit=${2:?}; shift 2 ;;
-    --perf) perf=${2:?}; shift 2 ;;
-    --timeout) run_timeout=${2:?}; shift 2 ;;
+    -s|--servers) need "$@"; servers=$2; shift 2 ;;
+    -g|--gpus) need "$@"; gpus=$2; shift 2 ;;
+    -r|--rate) need "$@"; rate=$2; shift 2 ;;
+    --burst) need "$@"; burst=$2; shift 2 ;;
+    --limit) need "$@"; limit=$2; shift 2 ;;
+    --perf) need "$@"; perf=$2; shift 2 ;;
+    --timeout) need "$@"; run_timeout=$2; shift 2 ;;
     --stats) stats=1; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; perf_args=("$@"); break ;;

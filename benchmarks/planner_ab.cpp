@@ -15,9 +15,11 @@
 #include <fast_b/fast.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
+#include <exception>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -63,22 +65,25 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
-} // namespace
+// A positive integer, all of `text`; throws naming `what` otherwise (atoi would take "x" as 0).
+int positive(const std::string& text, const char* what) {
+    int v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc{} || end != text.data() + text.size() || v < 1)
+        throw std::invalid_argument(std::string(what) + " must be a positive integer, got '" + text + "'");
+    return v;
+}
 
-int main(int argc, char** argv) {
-    if (argc != 4) {
-        std::fprintf(stderr, "usage: %s zS|mS|vS|megatron=PATH REPS ROUNDS\n", argv[0]);
-        return 2;
-    }
+int run(char** argv) {
     const std::string what = argv[1];
-    const int reps = std::max(1, std::atoi(argv[2]));
-    const int rounds = std::max(1, std::atoi(argv[3]));
+    const int reps = positive(argv[2], "REPS");
+    const int rounds = positive(argv[3], "ROUNDS");
     std::vector<fast_a::traffic_matrix> ms;
     int servers = 4;
     if (what.rfind("megatron=", 0) == 0) {
         ms = fast_a::read_matrices_file(what.substr(9), 32, 8192);
     } else if (what.size() > 1 && (what[0] == 'z' || what[0] == 'm' || what[0] == 'v')) {
-        servers = std::atoi(what.c_str() + 1);
+        servers = positive(what.substr(1), "the S of WORKLOAD zS, mS or vS");
         const fast_a::topology t = fast_a::make_topology(servers, 8);
         const std::int64_t bytes = std::int64_t{256} << 20;
         if (what[0] == 'v')
@@ -88,8 +93,7 @@ int main(int argc, char** argv) {
         else
             ms.push_back(fast_a::make_zipf(t, 0.8, bytes, 1));
     } else {
-        std::fprintf(stderr, "unknown workload '%s'\n", what.c_str());
-        return 2;
+        throw std::invalid_argument("unknown workload '" + what + "' (expected zS, mS, vS or megatron=PATH)");
     }
     fast_a::planner a(fast_a::make_topology(servers, 8));
     fast_b::planner b(fast_b::make_topology(servers, 8));
@@ -120,4 +124,19 @@ int main(int argc, char** argv) {
                 what.c_str(), median(ta), median(tb), rounds, median(ratio),
                 *std::min_element(ratio.begin(), ratio.end()), *std::max_element(ratio.begin(), ratio.end()));
     return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    if (argc != 4) {
+        std::fprintf(stderr, "usage: %s zS|mS|vS|megatron=PATH REPS ROUNDS\n", argv[0]);
+        return 2;
+    }
+    try {
+        return run(argv);
+    } catch (const std::exception& e) { // bad arguments, an unreadable file: one line, not an abort
+        std::fprintf(stderr, "planner_ab: error: %s\n", e.what());
+        return 2;
+    }
 }

@@ -18,6 +18,15 @@ while getopts "a:b:h" opt; do
 done
 shift $((OPTIND - 1))
 if [[ $# -eq 0 || $(($# % 3)) -ne 0 ]]; then usage >&2; exit 2; fi
+# The arguments are checked before the (slow) build, as planner_ab.cpp checks them.
+args=("$@")
+for ((k = 0; k < $#; k += 3)); do
+  [[ ${args[k]} =~ ^([zmv][1-9][0-9]*|megatron=.+)$ ]] ||
+    { echo "planner_ab.sh: unknown workload '${args[k]}' (expected zS, mS, vS or megatron=PATH)" >&2; exit 2; }
+  for n in "${args[k + 1]}" "${args[k + 2]}"; do
+    [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "planner_ab.sh: REPS and ROUNDS must be positive integers, got '$n'" >&2; exit 2; }
+  done
+done
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

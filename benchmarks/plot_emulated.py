@@ -7,30 +7,44 @@ for each workload, with the emulated bound (size / T_lb) as a line over each gro
 Multi-matrix workloads are drawn from their summary rows (matrix "med/N"), generators from
 their single row; other per-matrix rows are skipped."""
 import csv
+import re
 import sys
 from collections import OrderedDict
 
 COLOURS = {"fast": "#1f77b4", "direct": "#ff7f0e", "mpi": "#2ca02c"}
+INDEX = re.compile(r"@[0-9]+$")  # file:PATH@I is one matrix; PATH itself may hold '@' (workload.hpp)
 
 
 def label(workload, matrix):
     if workload.startswith("file:"):
-        name = workload.split("/")[-1].split("@")[0].replace(".txt", "")
+        name = INDEX.sub("", workload).split("/")[-1].replace(".txt", "")
         return f"{name}|median of {matrix.split('/')[-1]} matrices" if matrix.startswith("med/") else name
     return workload
 
 
-def main(src, dst, subtitle=""):
+def read(src):
     groups = OrderedDict()  # label -> {scheduler: algbw, "bound": algbw at T_lb}
     with open(src, newline="") as f:
         for r in csv.DictReader(f):
-            multi = r["workload"].startswith("file:") and "@" not in r["workload"]
+            multi = r["workload"].startswith("file:") and not INDEX.search(r["workload"])
             if multi and not r["matrix"].startswith("med/"):
                 continue
             g = groups.setdefault(label(r["workload"], r["matrix"]), {})
             g[r["scheduler"]] = float(r["algbw_MBps"])
             # algbw at the bound: size / T_lb = algbw * time / T_lb
             g["bound"] = float(r["algbw_MBps"]) * float(r["time_over_tlb"])
+    return groups
+
+
+def main(src, dst, subtitle=""):
+    try:
+        groups = read(src)
+    except OSError as e:
+        sys.exit(f"plot_emulated.py: cannot read {src}: {e.strerror}")
+    except (ValueError, KeyError, TypeError, AttributeError) as e:  # one line, no traceback
+        sys.exit(f"plot_emulated.py: {src} is not alltoallv_perf --csv output ({type(e).__name__}: {e})")
+    if not groups:
+        sys.exit(f"plot_emulated.py: {src} holds no rows to plot")
     scheds = [s for s in COLOURS if any(s in g for g in groups.values())]
     top = max(max(v for v in g.values()) for g in groups.values()) * 1.15
     w, h, left, bottom, topm = 900, 420, 70, 110, 50
@@ -79,11 +93,18 @@ def main(src, dst, subtitle=""):
                f'stroke-dasharray="5,3"/>')
     out.append(f'<text x="{lx + 30}" y="{h - 28}">emulated bound (size / T_lb)</text>')
     out.append("</svg>")
-    with open(dst, "w") as f:
-        f.write("\n".join(out) + "\n")
+    try:
+        with open(dst, "w") as f:
+            f.write("\n".join(out) + "\n")
+    except OSError as e:
+        sys.exit(f"plot_emulated.py: cannot write {dst}: {e.strerror}")
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        sys.exit(0)
     if len(sys.argv) not in (3, 4):
-        sys.exit("usage: plot_emulated.py RESULTS.csv OUT.svg [SUBTITLE]")
+        print("usage: plot_emulated.py RESULTS.csv OUT.svg [SUBTITLE] (see --help)", file=sys.stderr)
+        sys.exit(2)
     main(*sys.argv[1:])

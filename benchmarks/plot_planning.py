@@ -23,13 +23,18 @@ def medians(paths):
     runs = {}  # (workload, servers) -> times in us
     for path in paths:
         seen = {}
-        with open(path) as f:
-            for b in json.load(f)["benchmarks"]:
-                parts = b.get("run_name", b["name"]).split("/")
-                if b.get("run_type") != "iteration" or parts[0] != "plan_reused" or parts[1] not in COLOURS:
-                    continue
-                key = (parts[1], int(parts[2]))
-                seen.setdefault(key, []).append(b["real_time"] * SCALE[b["time_unit"]])
+        try:
+            with open(path) as f:
+                for b in json.load(f)["benchmarks"]:
+                    parts = b.get("run_name", b["name"]).split("/")
+                    if b.get("run_type") != "iteration" or parts[0] != "plan_reused" or parts[1] not in COLOURS:
+                        continue
+                    key = (parts[1], int(parts[2]))
+                    seen.setdefault(key, []).append(b["real_time"] * SCALE[b["time_unit"]])
+        except OSError as e:
+            sys.exit(f"plot_planning.py: cannot read {path}: {e.strerror}")
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:  # one line, no traceback
+            sys.exit(f"plot_planning.py: {path} is not planner_bench JSON output ({type(e).__name__}: {e})")
         runs.update(seen)
     return {k: statistics.median(v) for k, v in runs.items()}
 
@@ -79,8 +84,11 @@ def main(paths, dst):
         out.append(f'<line x1="{left + pw + 16}" x2="{left + pw + 46}" y1="{ly}" y2="{ly}" stroke="{colour}" stroke-width="2"{dash}/>')
         out.append(f'<text x="{left + pw + 52}" y="{ly + 4}">{name}</text>')
     out.append("</svg>")
-    with open(dst, "w") as f:
-        f.write("\n".join(out) + "\n")
+    try:
+        with open(dst, "w") as f:
+            f.write("\n".join(out) + "\n")
+    except OSError as e:
+        sys.exit(f"plot_planning.py: cannot write {dst}: {e.strerror}")
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@
 
 #include <mpi.h>
 
+#include <charconv>
 #include <cstdio>
-#include <cstdlib>
+#include <string_view>
 #include <vector>
 
 #include <fast/exec/mpi.hpp>
@@ -19,10 +20,31 @@ int main(int argc, char** argv) {
     int rank = 0, size = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    // One optional argument, GPUs (ranks) per server: 0 (the default) is one server per host.
+    const std::string_view arg = argc > 1 ? argv[1] : "0";
+    if (arg == "-h" || arg == "--help") {
+        if (rank == 0)
+            std::printf("usage: mpirun -np N alltoallv-mpi [GPUS_PER_SERVER]\n"
+                        "One skewed alltoallv through the fast executor, every received byte checked.\n"
+                        "GPUS_PER_SERVER: ranks per server, dividing N; 0 (the default): one server per host.\n");
+        MPI_Finalize();
+        return 0;
+    }
+    int gpus_per_server = 0;
+    const auto [end, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), gpus_per_server);
+    if (argc > 2 || ec != std::errc{} || end != arg.data() + arg.size() || gpus_per_server < 0) {
+        if (rank == 0 && argc > 2)
+            std::fprintf(stderr, "alltoallv-mpi: error: one argument at most, GPUS_PER_SERVER (see --help)\n");
+        else if (rank == 0)
+            std::fprintf(stderr, "alltoallv-mpi: error: GPUS_PER_SERVER must be a non-negative integer, got '%s' "
+                                 "(see --help)\n", argv[1]);
+        MPI_Finalize();
+        return 2;
+    }
     int wrong = 0;
     {
         fast::exec::config cfg;
-        cfg.gpus_per_server = argc > 1 ? std::atoi(argv[1]) : 0;
+        cfg.gpus_per_server = gpus_per_server;
         fast::exec::communicator comm;
         if (fast::exec::status st = fast::exec::create(MPI_COMM_WORLD, cfg, comm); !st.ok()) {
             std::fprintf(stderr, "rank %d: %s\n", rank, st.message());

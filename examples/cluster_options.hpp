@@ -9,6 +9,7 @@
 #include <fast/fast.hpp>
 
 #include <cstdint>
+#include <fstream>
 #include <optional>
 #include <string>
 
@@ -28,6 +29,14 @@ struct cluster_options {
     std::optional<double> alpha_out_us;
 };
 
+/// CLI11 reads "-1" into an unsigned option as 2^64 - 1 (and size_t counts alike): such options
+/// take this check, which rejects a sign before the value is converted.
+inline const CLI::Validator non_negative(
+    [](std::string& text) {
+        return !text.empty() && text.front() == '-' ? "must be non-negative, got " + text : std::string();
+    },
+    "NONNEGATIVE");
+
 inline void add_cluster_options(CLI::App& app, cluster_options& o) {
     app.add_option("--servers", o.servers, "servers in the cluster")->capture_default_str();
     app.add_option("--gpus", o.gpus, "GPUs per server")->capture_default_str();
@@ -38,7 +47,7 @@ inline void add_cluster_options(CLI::App& app, cluster_options& o) {
         ->capture_default_str();
     app.add_option("--unit-bytes", o.unit_bytes, "multiplier of matrix file entries, e.g. bytes per token")
         ->capture_default_str();
-    app.add_option("--seed", o.seed, "seed of the generators")->capture_default_str();
+    app.add_option("--seed", o.seed, "seed of the generators")->check(non_negative)->capture_default_str();
     app.add_option("--preset", o.preset, "h200 (450 / 50 GB/s) or mi300x (448 / 12.5 GB/s)")->capture_default_str();
     app.add_option("--scale-up-gbps", o.scale_up_gbps, "override: scale-up bandwidth per GPU, GB/s");
     app.add_option("--scale-out-gbps", o.scale_out_gbps, "override: scale-out (NIC) bandwidth per GPU, GB/s");
@@ -64,6 +73,16 @@ inline void add_cluster_options(CLI::App& app, cluster_options& o) {
 
 [[nodiscard]] inline std::int64_t bytes_per_gpu_of(const cluster_options& o) {
     return parse_bytes(o.bytes_per_gpu, "--bytes-per-gpu");
+}
+
+/// `path` opened for writing, or a closed stream when it is empty. The tools open their output
+/// files before any work, so that a bad path fails at once.
+[[nodiscard]] inline std::ofstream open_output(const std::string& path) {
+    std::ofstream out;
+    if (path.empty()) return out;
+    out.open(path);
+    if (!out) throw fast::invalid_argument("cannot write '" + path + "'");
+    return out;
 }
 
 [[nodiscard]] inline std::int64_t unit_of(const cluster_options& o) {

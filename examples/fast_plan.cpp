@@ -266,7 +266,7 @@ int run_plan(const options& o) {
         }
     }
     if (o.all) {
-        if (spec.kind != fast::workload_kind::file || o.workload.find('@') != std::string::npos)
+        if (spec.kind != fast::workload_kind::file || spec.indexed)
             throw fast::invalid_argument("--all plans every matrix of a file: give --workload file:PATH without @INDEX");
         if (!o.json.empty() || !o.svg.empty()) throw fast::invalid_argument("--all writes no --json or --svg");
         return run_all(o, topo, spec, unit);
@@ -277,11 +277,8 @@ int run_plan(const options& o) {
     const double total = static_cast<double>(m.sum());
     progress bar;
     const fast_plan::lane_mode lanes = parse_lanes(o.svg_lanes);
-    std::ofstream svg_out; // opened now, so that a bad path fails before any planning
-    if (!o.svg.empty()) {
-        svg_out.open(o.svg);
-        if (!svg_out) throw fast::invalid_argument("cannot write '" + o.svg + "'");
-    }
+    // Opened now, so that a bad path fails before any planning.
+    std::ofstream json_out = fast_tools::open_output(o.json), svg_out = fast_tools::open_output(o.svg);
     std::printf("fast-plan: %d servers x %d GPUs (%s: scale-up %g GB/s, scale-out %g GB/s, alpha %g/%g us)\n",
                 topo.servers, topo.gpus_per_server, o.preset.c_str(), topo.scale_up_gbps,
                 topo.scale_out_gbps, topo.alpha_up_us, topo.alpha_out_us);
@@ -314,10 +311,9 @@ int run_plan(const options& o) {
         }
         if (k == 0 && !o.json.empty()) {
             bar.show("writing " + o.json + " ...");
-            std::ofstream out(o.json);
-            if (!out) throw fast::invalid_argument("cannot write '" + o.json + "'");
-            fast::write_plan_json(out, p, m, fast::summarize(p, m, planning_us));
-            if (!out) throw fast::invalid_argument("writing '" + o.json + "' failed");
+            fast::write_plan_json(json_out, p, m, fast::summarize(p, m, planning_us));
+            json_out.close();
+            if (!json_out) throw fast::invalid_argument("writing '" + o.json + "' failed");
             bar.clear();
         }
         if (!o.svg.empty()) kept.push_back(std::move(p));

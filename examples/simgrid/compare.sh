@@ -8,6 +8,10 @@
 # fair-bottleneck solver (same shares as max-min, to 4 digits where both were run, and 20x
 # faster on the 16k concurrent flows of direct).
 set -euo pipefail
+case ${1:-} in
+  -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -*) echo "compare.sh: unknown option '$1' (usage: compare.sh [BUILD_DIR] [OUT_DIR]; see --help)" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/../.."
 build=${1:-build}
 out=${2:-simgrid-compare}

@@ -44,6 +44,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -179,6 +180,8 @@ job job_from_file(const std::string& path) {
 }
 
 int run(const options& o) {
+    // Output files are opened first, so that a bad path fails before any planning or replay.
+    std::ofstream csv = fast_tools::open_output(o.csv), trace = fast_tools::open_output(o.trace);
     fast::topology topo = fast_tools::topology_of(o);
     fast::workload_spec spec = fast::parse_workload(o.workload);
     const std::int64_t bytes_per_gpu = fast_tools::bytes_per_gpu_of(o);
@@ -197,6 +200,7 @@ int run(const options& o) {
         matrices.emplace_back("plan", fast::traffic_matrix());
     } else if (spec.kind == fast::workload_kind::file && o.every > 0) {
         const fast::matrix_file_info info = fast::describe_matrix_file(spec.path, topo.ranks());
+        fast::check_matrix_index(info, spec.index, spec.path); // as without --every, not zero matrices
         const std::vector<fast::traffic_matrix> all = fast::read_matrices_file(spec.path, topo.ranks(), unit);
         for (std::size_t k = spec.index; k < info.matrices; k += static_cast<std::size_t>(o.every)) {
             fast::validate_traffic(all[k], topo);
@@ -258,12 +262,8 @@ int run(const options& o) {
     std::printf("workload %s\n\n", o.plan_file.empty() ? o.workload.c_str() : o.plan_file.c_str());
     std::printf("%-10s %-18s %6s %9s %12s %12s %9s %8s %8s  %s\n", "matrix", "scheduler", "steps", "transfers",
                 "model(us)", "simgrid(us)", "sim/model", "model/lb", "sim/lb", "verified");
-    std::ofstream csv;
-    if (!o.csv.empty()) {
-        csv.open(o.csv);
-        if (!csv) throw fast::invalid_argument("cannot write '" + o.csv + "'");
+    if (csv.is_open())
         csv << "matrix,scheduler,steps,transfers,lower_bound_us,model_us,simgrid_us,verified\n";
-    }
     int failures = 0;
     for (const job& j : jobs) {
         std::printf("%-10s %-18s %6zu %9zu %12.2f %12.2f %9.4f %8.4f %8.4f  %s\n", j.workload.c_str(),
@@ -281,8 +281,6 @@ int run(const options& o) {
     }
     if (!o.trace.empty()) {
         // Per transfer: SimGrid's start and end against the cost model's batches of its two ports.
-        std::ofstream trace(o.trace);
-        if (!trace) throw fast::invalid_argument("cannot write '" + o.trace + "'");
         trace << "matrix,scheduler,transfer,step,src,dst,tier,bytes,simgrid_start_us,simgrid_end_us,model_start_us,"
                  "model_end_us\n";
         for (const job& j : jobs) {
@@ -345,6 +343,26 @@ int run(const options& o) {
 } // namespace
 
 int main(int argc, char** argv) {
+    options o;
+    CLI::App app{"fast-simgrid: replays fast plans in SimGrid on a two-tier platform and compares the simulated\n"
+                 "completion time with the cost model's prediction. SimGrid options: --cfg=NAME:VALUE\n"
+                 "(--cfg-help lists them)."};
+    fast_tools::add_cluster_options(app, o);
+    app.add_option("--every", o.every, "file workloads: replay every N-th matrix from INDEX on (0: only INDEX)")
+        ->check(fast_tools::non_negative);
+    app.add_option("--schedulers", o.schedulers,
+                   "comma-separated: fast, fast:POLICY (rail-packed, bottleneck, exact), fast-unbalanced, direct, spreadout")
+        ->capture_default_str();
+    app.add_option("--csv", o.csv, "also write the results to FILE as CSV");
+    app.add_option("--plan", o.plan_file, "replay this fast-plan/1 file (its topology) instead of planning");
+    app.add_option("--trace", o.trace, "write every transfer's SimGrid and cost-model start and end to FILE (CSV)");
+    // SimGrid's engine answers --help itself (with its configuration list): ours goes first.
+    for (int k = 1; k < argc; ++k)
+        if (std::string_view(argv[k]) == "--help" || std::string_view(argv[k]) == "-h") {
+            std::cout << app.name(argv[0])->help();
+            return 0;
+        }
+
     // Our defaults first, so that the user's --cfg options (parsed in order) override them.
     std::vector<char*> args{argv[0]};
     std::string defaults[] = {"--cfg=network/model:CM02", "--cfg=network/crosstraffic:0", "--cfg=network/TCP-gamma:0",
@@ -353,20 +371,22 @@ int main(int argc, char** argv) {
     for (int k = 1; k < argc; ++k) args.push_back(argv[k]);
     int count = static_cast<int>(args.size());
     args.push_back(nullptr);
-    sg4::Engine engine(&count, args.data());
+    std::optional<sg4::Engine> engine;
+    try {
+        engine.emplace(&count, args.data());
+    } catch (const std::exception& e) {
+        // A bad --cfg key or value (SimGrid aborts by itself on some others, e.g. an unknown model).
+        std::string given;
+        for (int k = 1; k < argc; ++k)
+            if (std::string_view(argv[k]).starts_with("--cfg=") || std::string_view(argv[k]).starts_with("--log="))
+                given += std::string(given.empty() ? "" : " ") + argv[k];
+        const std::string what = e.what();
+        std::fprintf(stderr, "fast-simgrid: error: SimGrid rejected %s: %s (see --cfg-help)\n",
+                     given.empty() ? "its options" : given.c_str(),
+                     what.substr(0, what.find('\n')).c_str()); // the first line: a list of keys follows
+        return 2;
+    }
 
-    options o;
-    CLI::App app{"fast-simgrid: replays fast plans in SimGrid on a two-tier platform and compares the simulated\n"
-                 "completion time with the cost model's prediction. SimGrid options: --cfg=NAME:VALUE."};
-    fast_tools::add_cluster_options(app, o);
-    app.add_option("--every", o.every, "file workloads: replay every N-th matrix from INDEX on (0: only INDEX)")
-        ->check(CLI::NonNegativeNumber);
-    app.add_option("--schedulers", o.schedulers,
-                   "comma-separated: fast, fast:POLICY (rail-packed, bottleneck, exact), fast-unbalanced, direct, spreadout")
-        ->capture_default_str();
-    app.add_option("--csv", o.csv, "also write the results to FILE as CSV");
-    app.add_option("--plan", o.plan_file, "replay this fast-plan/1 file (its topology) instead of planning");
-    app.add_option("--trace", o.trace, "write every transfer's SimGrid and cost-model start and end to FILE (CSV)");
     try {
         app.parse(count, args.data());
     } catch (const CLI::CallForHelp&) {

@@ -183,6 +183,17 @@ inline void check_unit(std::int64_t unit) {
 }
 } // namespace detail
 
+/// Throws fast::invalid_argument unless `name` (described by `info`) holds matrix `index`.
+inline void check_matrix_index(const matrix_file_info& info, std::size_t index,
+                               const std::string& name = "matrix") {
+    if (index >= info.matrices)
+        throw invalid_argument(name + ": matrix index " + std::to_string(index) +
+                               " is out of range (the file holds " +
+                               std::to_string(info.matrices) + " matrices of " +
+                               std::to_string(info.ranks) + " x " + std::to_string(info.ranks) +
+                               ")");
+}
+
 /// Reads matrix number `index` (0-based) of a stream in either format, each entry times `unit`.
 /// `ranks` = 0 infers R. Throws fast::invalid_argument naming the line and entry on bad input.
 /// O(size of the stream).
@@ -192,12 +203,7 @@ inline void check_unit(std::int64_t unit) {
     detail::check_unit(unit);
     const detail::tokenized_text t = detail::tokenize(in);
     const matrix_file_info info = detail::describe(t, ranks, name);
-    if (index >= info.matrices)
-        throw invalid_argument(name + ": matrix index " + std::to_string(index) +
-                               " is out of range (the file holds " +
-                               std::to_string(info.matrices) + " matrices of " +
-                               std::to_string(info.ranks) + " x " + std::to_string(info.ranks) +
-                               ")");
+    check_matrix_index(info, index, name);
     return detail::parse_matrix(t, info, index, unit, name);
 }
 

@@ -138,6 +138,27 @@ TEST_CASE("--all summarises every matrix of a file, every plan verified") {
     std::remove(file.c_str());
 }
 
+TEST_CASE("a matrix path may hold '@': only a trailing @DIGITS is an index") {
+    const std::string dir = temp_path("a@b");
+    REQUIRE(std::system(("mkdir -p '" + dir + "'").c_str()) == 0);
+    const std::string file = dir + "/m.txt";
+    std::ofstream(file) << "0 1\n2 0\n0 3\n4 0\n";
+    const result first = run("--servers 1 --gpus 2 --workload file:" + file);
+    INFO(first.output);
+    CHECK(first.status == 0);
+    CHECK_THAT(first.output, Catch::Contains("3.0 B in all"));
+    const result second = run("--servers 1 --gpus 2 --workload file:" + file + "@1");
+    INFO(second.output);
+    CHECK(second.status == 0);
+    CHECK_THAT(second.output, Catch::Contains("7.0 B in all"));
+    const result all = run("--servers 1 --gpus 2 --workload file:" + file + " --all");
+    INFO(all.output);
+    CHECK(all.status == 0);
+    CHECK_THAT(all.output, Catch::Contains("all 2 matrices"));
+    std::remove(file.c_str());
+    std::remove(dir.c_str());
+}
+
 TEST_CASE("bad input exits non-zero with one clear line") {
     const std::string matrix = temp_path("m.txt");
     std::ofstream(matrix) << "0 1 2\n3 4 5\n6 7 8\n";
@@ -168,6 +189,13 @@ TEST_CASE("bad input exits non-zero with one clear line") {
         {"--all", "--all plans every matrix of a file"},
         {"--all --workload file:" + matrix + "@0 --servers 1 --gpus 3", "without @INDEX"},
         {"verify /nonexistent/plan.json", "cannot open plan file"},
+        // One line: the output file is checked before the table is printed and anything planned.
+        {"--json /nonexistent/dir/plan.json", "cannot write '/nonexistent/dir/plan.json'"},
+        {"--workload moe:tokens=99999999999999", "tokens = 99999999999999 is above the limit of 4194304"},
+        {"--workload moe:tokens=3000000", "tokens x topk = 3000000 x 2 is above the limit"},
+        {"--workload moe:topk=2000000", "topk must be between 1 and 1000000"},
+        {"--workload zipf:", "zipf exponent: '' is not a number"},
+        {"--seed -1", "--seed: must be non-negative, got -1"},
     };
     for (const bad& b : cases) {
         const result r = run(b.args);

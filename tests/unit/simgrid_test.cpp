@@ -194,6 +194,35 @@ TEST_CASE("bad input is one clear line") {
     const result w = run("--workload file:/nonexistent/m.txt");
     CHECK(w.status == 2);
     CHECK_THAT(w.output, Catch::Contains("cannot open matrix file"));
+    const std::string two = temp_path("two.txt");
+    std::ofstream(two) << "0 1\n2 0\n0 3\n4 0\n";
+    struct bad {
+        std::string args;
+        const char* says;
+    };
+    const bad cases[] = {
+        {"--every -1", "--every: must be non-negative, got -1"},
+        {"--seed -1", "--seed: must be non-negative, got -1"},
+        // --every must not turn an index past the end into zero matrices
+        {"--servers 1 --gpus 2 --workload file:" + two + "@7 --every 1", "matrix index 7 is out of range"},
+        {"--csv /nonexistent/dir/out.csv", "cannot write '/nonexistent/dir/out.csv'"}, // before any replay
+        {"--cfg=bogus:1", "SimGrid rejected --cfg=bogus:1: Bad config key: bogus"},
+    };
+    for (const bad& b : cases) {
+        const result r = run(b.args);
+        INFO(b.args << " -> " << r.output);
+        CHECK(r.status == 2);
+        CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+        CHECK_THAT(r.output, Catch::Contains(b.says));
+    }
+    std::remove(two.c_str());
+}
+
+TEST_CASE("--help is fast-simgrid's own, not SimGrid's configuration list") {
+    const result r = run("--help");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.output, Catch::Contains("--workload") && Catch::Contains("--every"));
+    CHECK_THAT(r.output, !Catch::Contains("Description of the configuration"));
 }
 
 TEST_CASE("--plan replays a fast-plan/1 file; crosstraffic throttles one flow against k") {

@@ -19,12 +19,22 @@ TEST_CASE("workload specs parse, and bad ones are named") {
     const workload_spec f = parse_workload("file:/tmp/a@b.txt@7");
     CHECK(f.path == "/tmp/a@b.txt");
     CHECK(f.index == 7);
+    CHECK(f.indexed);
+    const workload_spec at = parse_workload("file:a@b/m.txt"); // '@' without digits after it: a path
+    CHECK(at.path == "a@b/m.txt");
+    CHECK(at.index == 0);
+    CHECK(!at.indexed);
+    CHECK(parse_workload("file:m.txt@x").path == "m.txt@x");
     CHECK_THROWS_WITH(parse_workload("gauss"), Catch::Contains("unknown workload 'gauss'"));
     CHECK_THROWS_WITH(parse_workload("zipf:abc"), Catch::Contains("'abc' is not a number"));
     CHECK_THROWS_WITH(parse_workload("zipf:-1"), Catch::Contains("must be non-negative"));
     CHECK_THROWS_WITH(parse_workload("moe:experts=3"), Catch::Contains("unknown moe parameter 'experts'"));
     CHECK_THROWS_WITH(parse_workload("moe:topk"), Catch::Contains("'topk' is not key=value"));
     CHECK_THROWS_WITH(parse_workload("uniform:3"), Catch::Contains("uniform takes no parameters"));
+    CHECK_THROWS_WITH(parse_workload("zipf:"), Catch::Contains("zipf exponent: '' is not a number"));
+    CHECK_THROWS_WITH(parse_workload("moe:topk=0"), Catch::Contains("topk must be between 1 and 1000000"));
+    CHECK_THROWS_WITH(parse_workload("moe:tokens=9223372036854775807"),
+                      Catch::Contains("tokens = 9223372036854775807 is above the limit of 4194304"));
     CHECK_THROWS_WITH(parse_workload("file:"), Catch::Contains("file needs a path"));
 }
 
@@ -71,6 +81,12 @@ TEST_CASE("moe: every GPU routes tokens * topk tokens, the popular experts recei
     CHECK((all.array() == all(0, 0)).all());
     o.top_k = 9;
     CHECK_THROWS_WITH(make_moe(t, o, 100, 1), Catch::Contains("topk = 9 must be between 1 and"));
+    // Bounded work: at most moe_max_routed draws per GPU; tokens x topk is checked, never wraps.
+    o.top_k = 2;
+    o.tokens_per_gpu = moe_max_routed / 2 + 1;
+    CHECK_THROWS_WITH(make_moe(t, o, 100, 1), Catch::Contains("tokens x topk = 2097153 x 2 is above"));
+    o.tokens_per_gpu = INT64_MAX;
+    CHECK_THROWS_WITH(make_moe(t, o, 100, 1), Catch::Contains("moe tokens x topk"));
 }
 
 TEST_CASE("make_workload dispatches on the spec") {
