@@ -892,13 +892,15 @@ status communicator::alltoallv_init(const void* send, std::span<const std::size_
     if (!impl_) return not_created();
     return guarded([&] {
         request.impl_.reset();
+        // Everything this rank allocates comes before init, which agrees with the peers: after it,
+        // running out of memory would leave them a request this rank does not have.
         auto r = std::make_unique<detail::request_impl>();
+        r->op = std::make_unique<detail::operation>(impl_->transport(), impl_->memory(), impl_->timeout(), impl_->rank(),
+                                                    impl_->credits());
         if (status s = impl_->init({send, sendcounts, sdispls, recv, recvcounts, rdispls}, r->prog); !s.ok()) return s;
         r->comm = impl_;
         r->send = send;
         r->recv = recv;
-        r->op = std::make_unique<detail::operation>(impl_->transport(), impl_->memory(), impl_->timeout(), impl_->rank(),
-                                                    impl_->credits());
         request.impl_ = std::move(r);
         return status{};
     });
