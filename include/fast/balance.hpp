@@ -77,8 +77,8 @@ template <class Pieces>
 }
 
 /// Position of each of `key`'s entries in descending order, ties by index: rank[i] counts the
-/// entries ordered before entry i. Counting instead of sorting: G is small and these keys are
-/// data, on which a sort's comparisons mispredict. O(G^2), branch-free.
+/// entries ordered before entry i. G is small: counting needs no order buffer and no
+/// comparator. O(G^2).
 inline void descending_ranks(std::span<const std::int64_t> key, std::span<std::uint32_t> rank) noexcept {
     const std::size_t g = key.size();
     for (std::size_t i = 0; i < g; ++i) {
@@ -96,9 +96,12 @@ inline void balanced_shares(std::int64_t total, std::span<const std::int64_t> ow
                             std::span<std::int64_t> share, std::span<std::uint32_t> rank) {
     const auto g = static_cast<std::int64_t>(own.size());
     const std::int64_t extra = total % g;
-    if (extra != 0) descending_ranks(own, rank);
-    for (std::size_t i = 0; i < own.size(); ++i)
-        share[i] = total / g + static_cast<std::int64_t>(extra != 0 && rank[i] < extra);
+    if (extra == 0) {
+        std::fill(share.begin(), share.end(), total / g);
+        return;
+    }
+    descending_ranks(own, rank);
+    for (std::size_t i = 0; i < own.size(); ++i) share[i] = total / g + static_cast<std::int64_t>(rank[i] < extra);
 }
 
 /// Which cheap move a rail prefers after its own diagonal block.
@@ -146,8 +149,8 @@ struct tile_workspace {
 /// Assigns the bytes of a G x G tile (block (a, b) at tile[a * stride + b]) to G rails with
 /// capacities `capacity` (summing to the tile total); ws.stream(rail) is then the rail's pieces
 /// in stream order: stream_before's order, with the final GPUs' heat given as their positions
-/// `heat_rank` (descending_ranks of the heat; empty: no heat). Every byte is assigned exactly once, and a rail gets
-/// at most one piece of a block. A rail with a `head` (bytes its stream sends before any step
+/// `heat_rank` (descending_ranks of the heat; empty: no heat). Every byte is assigned exactly
+/// once, and a rail gets at most one piece of a block. A rail with a `head` (bytes its stream sends before any step
 /// could gather for it; empty: none) first covers it with bytes of its own GPU, as far as they
 /// go: its diagonal block, which its stream then puts first, and whole own blocks, before
 /// `preference` applies. O(G^2).
@@ -305,7 +308,7 @@ struct balanced_traffic {
     out.offsets.assign(static_cast<std::size_t>(s_count) * static_cast<std::size_t>(s_count) * ug + 1, 0);
     std::vector<std::int64_t> own(ug);
     std::vector<std::int64_t> share(ug);
-    std::vector<std::uint32_t> order(ug);
+    std::vector<std::uint32_t> rank(ug);
     detail::tile_workspace ws;
     const std::int64_t* data = m.data();
     const auto stride = static_cast<std::size_t>(m.cols());
@@ -322,7 +325,7 @@ struct balanced_traffic {
                     for (std::size_t b = 0; b < ug; ++b) own[a] += tile[a * stride + b];
                     total += own[a];
                 }
-                detail::balanced_shares(total, own, share, order);
+                detail::balanced_shares(total, own, share, rank);
                 detail::assign_tile(tile, stride, g, std::span<const std::int64_t>(share), ws);
                 out.server_matrix(s, d) = detail::ceil_div(total, g);
                 for (std::size_t i = 0; i < ug; ++i) {

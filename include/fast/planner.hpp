@@ -293,7 +293,7 @@ private:
         gpu_out_.assign(us * ug, 0);
         gpu_in_.assign(us * ug, 0);
         own_.resize(ug);
-        rank_order_.resize(ug);
+        own_rank_.resize(ug);
         for (std::size_t s = 0; s < us; ++s)
             for (std::size_t d = 0; d < us; ++d) {
                 if (s == d) continue;
@@ -310,7 +310,7 @@ private:
                 if (shares) {
                     detail::balanced_shares(total, own_,
                                             std::span<std::int64_t>(share_.data() + (s * us + d) * ug, ug),
-                                            rank_order_);
+                                            own_rank_);
                     server_[s * us + d] = detail::ceil_div(total, static_cast<std::int64_t>(ug));
                 }
                 pair_[s * us + d] = total;
@@ -601,7 +601,7 @@ private:
     std::vector<std::int64_t> gpu_in_;  // per GPU: inter-server bytes received
     std::vector<std::int64_t> capacity_;
     std::vector<std::int64_t> own_;
-    std::vector<std::uint32_t> rank_order_;
+    std::vector<std::uint32_t> own_rank_; // balanced_shares: each GPU's rank by its own bytes
     std::vector<std::int64_t> padded_;
     std::vector<std::int64_t> row_deficit_;
     std::vector<std::int64_t> col_deficit_;
