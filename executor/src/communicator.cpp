@@ -324,93 +324,103 @@ status communicator_impl::exchange(control kind, std::uint64_t seq, const void* 
     slot_block& b = exchange_slots_;
     b.slots.assign(2 * ur, op_slot{});
     b.completed = 0;
+    std::vector<op_slot> closing(ur); // allocated before anything is posted: cancelling must not allocate
     std::size_t expected = 0;
+    // Cancels what is posted: receives directly, sends by closing their endpoints. Never throws,
+    // so it also runs when a message cannot be built for lack of memory, before the unwinding
+    // frees `out` and `mine` under UCX.
+    auto cancel_posted = [&]() noexcept {
+        for (int r = 0; r < size_; ++r) {
+            if (r == rank_) continue;
+            worker_.cancel(b.slots[static_cast<std::size_t>(r)]);
+            if (!b.slots[ur + static_cast<std::size_t>(r)].done) (void)worker_.force_close(r, closing[static_cast<std::size_t>(r)]);
+        }
+        worker_.drain(b, expected, closing, std::min(cfg_.timeout, std::chrono::milliseconds(200)));
+    };
     std::string error;
     errc code = errc::transport;
-    for (int r = 0; r < size_ && error.empty(); ++r) {
-        if (r == rank_) continue;
-        op_slot& s = b.slots[static_cast<std::size_t>(r)];
-        s.block = &b;
-        const ucs_status_t st = worker_.recv(out.data() + static_cast<std::size_t>(r) * bytes, bytes, false,
-                                             make_control_tag(kind, seq, r), s, true);
-        if (st == UCS_INPROGRESS) ++expected;
-        else if (st != UCS_OK) error = "receiving from rank " + std::to_string(r) + ": " + ucx_error(st);
-    }
-    for (int r = 0; r < size_ && error.empty(); ++r) {
-        if (r == rank_) continue;
-        op_slot& s = b.slots[ur + static_cast<std::size_t>(r)];
-        s.block = &b;
-        const ucs_status_t st = worker_.send(r, mine, bytes, false, make_control_tag(kind, seq, rank_), s, true);
-        if (st == UCS_INPROGRESS) ++expected;
-        else if (st != UCS_OK) {
-            code = worker_.peer(r).error != UCS_OK ? errc::peer_failure : errc::transport;
-            error = "sending to rank " + std::to_string(r) + ": " + ucx_error(st);
+    try {
+        for (int r = 0; r < size_ && error.empty(); ++r) {
+            if (r == rank_) continue;
+            op_slot& s = b.slots[static_cast<std::size_t>(r)];
+            s.block = &b;
+            const ucs_status_t st = worker_.recv(out.data() + static_cast<std::size_t>(r) * bytes, bytes, false,
+                                                 make_control_tag(kind, seq, r), s, true);
+            if (st == UCS_INPROGRESS) ++expected;
+            else if (st != UCS_OK) error = "receiving from rank " + std::to_string(r) + ": " + ucx_error(st);
         }
-    }
-    const auto deadline = clock::now() + cfg_.timeout;
-    std::size_t seen = worker_.error_events();
-    while (error.empty() && b.completed < expected) {
-        if (worker_.aborted()) {
-            code = static_cast<errc>(worker_.abort_code());
-            if (code <= errc::ok || code > errc::internal) code = errc::peer_failure;
-            error = "rank " + std::to_string(worker_.abort_sender()) + " gave up on the call: " + worker_.abort_message();
-            break;
+        for (int r = 0; r < size_ && error.empty(); ++r) {
+            if (r == rank_) continue;
+            op_slot& s = b.slots[ur + static_cast<std::size_t>(r)];
+            s.block = &b;
+            const ucs_status_t st = worker_.send(r, mine, bytes, false, make_control_tag(kind, seq, rank_), s, true);
+            if (st == UCS_INPROGRESS) ++expected;
+            else if (st != UCS_OK) {
+                code = worker_.peer(r).error != UCS_OK ? errc::peer_failure : errc::transport;
+                error = "sending to rank " + std::to_string(r) + ": " + ucx_error(st);
+            }
         }
-        if (worker_.error_events() != seen) {
-            seen = worker_.error_events();
-            for (int r = 0; r < size_; ++r)
-                if (r != rank_ && worker_.peer(r).error != UCS_OK &&
-                    (!b.slots[static_cast<std::size_t>(r)].done || !b.slots[ur + static_cast<std::size_t>(r)].done)) {
-                    code = errc::peer_failure;
-                    error = "rank " + std::to_string(r) + " failed (" + ucx_error(worker_.peer(r).error) + ")";
-                    break;
-                }
-            if (!error.empty()) break;
+        const auto deadline = clock::now() + cfg_.timeout;
+        std::size_t seen = worker_.error_events();
+        while (error.empty() && b.completed < expected) {
+            if (worker_.aborted()) {
+                code = static_cast<errc>(worker_.abort_code());
+                if (code <= errc::ok || code > errc::internal) code = errc::peer_failure;
+                error = "rank " + std::to_string(worker_.abort_sender()) + " gave up on the call: " + worker_.abort_message();
+                break;
+            }
+            if (worker_.error_events() != seen) {
+                seen = worker_.error_events();
+                for (int r = 0; r < size_; ++r)
+                    if (r != rank_ && worker_.peer(r).error != UCS_OK &&
+                        (!b.slots[static_cast<std::size_t>(r)].done || !b.slots[ur + static_cast<std::size_t>(r)].done)) {
+                        code = errc::peer_failure;
+                        error = "rank " + std::to_string(r) + " failed (" + ucx_error(worker_.peer(r).error) + ")";
+                        break;
+                    }
+                if (!error.empty()) break;
+            }
+            // The deadline every round, not only when progress runs dry: it may never do.
+            const bool idle = worker_.progress() == 0;
+            if (b.completed < expected && clock::now() > deadline) {
+                std::string missing;
+                int count = 0;
+                for (int r = 0; r < size_; ++r)
+                    if (r != rank_ && !b.slots[static_cast<std::size_t>(r)].done && ++count <= 8)
+                        missing += (count > 1 ? ", " : "") + std::to_string(r);
+                code = errc::timeout;
+                error = "no message within " + std::to_string(cfg_.timeout.count()) + " ms from rank" +
+                        (count > 1 ? "s " : " ") + (missing.empty() ? "(none: sends pending)" : missing) +
+                        (count > 8 ? ", ..." : "");
+                break;
+            }
+            if (idle) sched_yield();
         }
-        // The deadline every round, not only when progress runs dry: it may never do.
-        const bool idle = worker_.progress() == 0;
-        if (b.completed < expected && clock::now() > deadline) {
-            std::string missing;
-            int count = 0;
-            for (int r = 0; r < size_; ++r)
-                if (r != rank_ && !b.slots[static_cast<std::size_t>(r)].done && ++count <= 8)
-                    missing += (count > 1 ? ", " : "") + std::to_string(r);
-            code = errc::timeout;
-            error = "no message within " + std::to_string(cfg_.timeout.count()) + " ms from rank" +
-                    (count > 1 ? "s " : " ") + (missing.empty() ? "(none: sends pending)" : missing) +
-                    (count > 8 ? ", ..." : "");
-            break;
+        for (int r = 0; r < size_ && error.empty(); ++r) {
+            if (r == rank_) continue;
+            const op_slot& in = b.slots[static_cast<std::size_t>(r)];
+            const op_slot& outgoing = b.slots[ur + static_cast<std::size_t>(r)];
+            if (in.status != UCS_OK || outgoing.status != UCS_OK) {
+                code = worker_.peer(r).error != UCS_OK ? errc::peer_failure : errc::transport;
+                error = "with rank " + std::to_string(r) + ": " +
+                        ucx_error(worker_.peer(r).error != UCS_OK ? worker_.peer(r).error
+                                  : in.status != UCS_OK          ? in.status
+                                                                 : outgoing.status);
+            } else if (in.length != bytes) {
+                code = errc::internal;
+                error = "rank " + std::to_string(r) + " sent " + std::to_string(in.length) + " bytes, expected " +
+                        std::to_string(bytes);
+            }
         }
-        if (idle) sched_yield();
+        if (error.empty()) return {};
+        const status failure(code, "rank " + std::to_string(rank_) + ": " + what + ": " + error);
+        mark_failed(failure); // tells the peers before the endpoints are closed
+        cancel_posted();
+        return failure;
+    } catch (...) {
+        cancel_posted();
+        throw;
     }
-    for (int r = 0; r < size_ && error.empty(); ++r) {
-        if (r == rank_) continue;
-        const op_slot& in = b.slots[static_cast<std::size_t>(r)];
-        const op_slot& outgoing = b.slots[ur + static_cast<std::size_t>(r)];
-        if (in.status != UCS_OK || outgoing.status != UCS_OK) {
-            code = worker_.peer(r).error != UCS_OK ? errc::peer_failure : errc::transport;
-            error = "with rank " + std::to_string(r) + ": " +
-                    ucx_error(worker_.peer(r).error != UCS_OK ? worker_.peer(r).error
-                              : in.status != UCS_OK          ? in.status
-                                                             : outgoing.status);
-        } else if (in.length != bytes) {
-            code = errc::internal;
-            error = "rank " + std::to_string(r) + " sent " + std::to_string(in.length) + " bytes, expected " +
-                    std::to_string(bytes);
-        }
-    }
-    if (error.empty()) return {};
-    const status failure(code, "rank " + std::to_string(rank_) + ": " + what + ": " + error);
-    mark_failed(failure); // tells the peers before endpoints are closed below
-    // Cancel what is left: receives directly, sends by closing their endpoints.
-    std::vector<op_slot> closing(ur);
-    for (int r = 0; r < size_; ++r) {
-        if (r == rank_) continue;
-        worker_.cancel(b.slots[static_cast<std::size_t>(r)]);
-        if (!b.slots[ur + static_cast<std::size_t>(r)].done) (void)worker_.force_close(r, closing[static_cast<std::size_t>(r)]);
-    }
-    worker_.drain(b, expected, closing, std::min(cfg_.timeout, std::chrono::milliseconds(200)));
-    return failure;
 }
 
 // Flushes the worker (bounded by the timeout), so that nothing this rank owes a peer is left in
