@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compiles libfast_executor with device memory support (there is no GPU here, so compile only),
 # with -Dwerror=true, and checks that asking for that memory gives a clear error status, not a
-# crash: CUDA with nvcc from /usr/local/cuda (for sm_80 and sm_90), HIP with the HIP headers.
+# crash: CUDA with nvcc from /usr/local/cuda (for sm_80 and sm_90), with the device run
+# (exec_cuda_test) built and skipping; HIP with the HIP headers.
 # Skipped (exit 77) where the toolkit is missing.
 #   device_build_test.sh cuda|hip SOURCE_DIR BUILD_ROOT
 set -euo pipefail
@@ -21,9 +22,20 @@ case "$kind" in
   *) echo "usage: device_build_test.sh cuda|hip SOURCE_DIR BUILD_ROOT"; exit 2 ;;
 esac
 if [[ ! -f "$dir/build.ninja" ]]; then
-  meson setup "$dir" "$source_dir" -D"$kind"=enabled -Dwerror=true -Dtests=disabled -Dbenchmarks=disabled >/dev/null
+  meson setup "$dir" "$source_dir" -D"$kind"=enabled -Dwerror=true -Dbenchmarks=disabled >/dev/null
 fi
 ninja -C "$dir" executor/libfast_executor.so.0.1.0 >/dev/null
+if [[ $kind == cuda ]]; then
+  # The device run (tests/executor/exec_cuda_test.cpp) must build too, and without a device
+  # (or a CUDA-aware UCX) say so and skip rather than crash.
+  ninja -C "$dir" tests/executor/exec_cuda_test >/dev/null
+  rc=0
+  UCX_TLS=sm,self,cuda_copy "$dir/tests/executor/exec_cuda_test" || rc=$?
+  [[ $rc == 77 || $rc == 0 ]] || { echo "exec_cuda_test exited $rc"; exit 1; }
+  # Its harness (ranks as processes over a file allgather) on host memory, which runs here.
+  UCX_TLS=sm,self timeout 240 "$dir/tests/executor/exec_cuda_test" --host --processes --ranks 4 --gpus-per-server 2 \
+    --mean 20000 --seeds 2
+fi
 probe="$dir/probe"
 c++ -std=c++20 -Wall -Wextra -Werror -I"$source_dir/executor/include" -x c++ - -o "$probe" \
   -L"$dir/executor" -lfast_executor <<'CPP'

@@ -4,12 +4,15 @@
 // receive buffer against the layout it must have.
 
 #include <algorithm>
+#include <barrier>
+#include <cstring>
 #include <cstdint>
 #include <numeric>
 #include <span>
 #include <string>
 #include <vector>
 
+#include <fast/exec/exec.hpp>
 #include <fast/traffic.hpp>
 
 namespace exec_test {
@@ -141,5 +144,29 @@ inline std::string check_recv(const fast::traffic_matrix& m, int me, const user_
         }
     return {};
 }
+
+/// An allgather among threads of one process (a bootstrap without MPI).
+class thread_allgather {
+public:
+    explicit thread_allgather(int ranks) : ranks_(ranks), sync_(ranks), slots_(static_cast<std::size_t>(ranks)) {}
+    fast::exec::bootstrap boot(int rank) {
+        return {rank, ranks_, [this, rank](const void* s, void* r, std::size_t n) {
+                    slots_[static_cast<std::size_t>(rank)].assign(static_cast<const char*>(s), static_cast<const char*>(s) + n);
+                    sync_.arrive_and_wait();
+                    for (int k = 0; k < ranks_; ++k) {
+                        const auto& v = slots_[static_cast<std::size_t>(k)];
+                        if (v.size() != n) return fast::exec::status(fast::exec::errc::bootstrap, "ranks gather different sizes");
+                        std::memcpy(static_cast<char*>(r) + static_cast<std::size_t>(k) * n, v.data(), n);
+                    }
+                    sync_.arrive_and_wait();
+                    return fast::exec::status{};
+                }};
+    }
+
+private:
+    int ranks_;
+    std::barrier<> sync_;
+    std::vector<std::vector<char>> slots_;
+};
 
 } // namespace exec_test

@@ -5,7 +5,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <barrier>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -242,30 +241,6 @@ bootstrap single_rank() {
                 return status{};
             }};
 }
-
-// An allgather among threads of one process.
-class thread_allgather {
-public:
-    explicit thread_allgather(int ranks) : ranks_(ranks), sync_(ranks), slots_(static_cast<std::size_t>(ranks)) {}
-    bootstrap boot(int rank) {
-        return {rank, ranks_, [this, rank](const void* s, void* r, std::size_t n) {
-                    slots_[static_cast<std::size_t>(rank)].assign(static_cast<const char*>(s), static_cast<const char*>(s) + n);
-                    sync_.arrive_and_wait();
-                    for (int k = 0; k < ranks_; ++k) {
-                        const auto& v = slots_[static_cast<std::size_t>(k)];
-                        if (v.size() != n) return status(errc::bootstrap, "ranks gather different sizes");
-                        std::memcpy(static_cast<char*>(r) + static_cast<std::size_t>(k) * n, v.data(), n);
-                    }
-                    sync_.arrive_and_wait();
-                    return status{};
-                }};
-    }
-
-private:
-    int ranks_;
-    std::barrier<> sync_;
-    std::vector<std::vector<char>> slots_;
-};
 
 } // namespace
 
