@@ -327,8 +327,8 @@ status communicator_impl::exchange(control kind, std::uint64_t seq, const void* 
     std::vector<op_slot> closing(ur); // allocated before anything is posted: cancelling must not allocate
     std::size_t expected = 0;
     // Cancels what is posted: receives directly, sends by closing their endpoints. Never throws,
-    // so it also runs when a message cannot be built for lack of memory, before the unwinding
-    // frees `out` and `mine` under UCX.
+    // so it also runs when a message cannot be built for lack of memory: that failure is handled
+    // here, while `out` and `mine` are still alive under UCX, not by unwinding past them.
     auto cancel_posted = [&]() noexcept {
         for (int r = 0; r < size_; ++r) {
             if (r == rank_) continue;
@@ -418,8 +418,9 @@ status communicator_impl::exchange(control kind, std::uint64_t seq, const void* 
         cancel_posted();
         return failure;
     } catch (...) {
+        const status failure = fail_thrown(); // tells the peers before the endpoints are closed
         cancel_posted();
-        throw;
+        return failure;
     }
 }
 

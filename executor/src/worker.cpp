@@ -274,7 +274,8 @@ std::string worker::abort_message() const {
     return std::string(abort_in_.text, strnlen(abort_in_.text, sizeof abort_in_.text));
 }
 
-void worker::send_abort(int code, const std::string& message, std::chrono::milliseconds wait) noexcept {
+// A string_view, so that noexcept callers passing a C string allocate nothing.
+void worker::send_abort(int code, std::string_view message, std::chrono::milliseconds wait) noexcept {
     if (worker_ == nullptr || abort_sent_ || aborted()) return;
     abort_sent_ = true;
     abort_out_.sender = rank_;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace fast::exec::detail {
@@ -106,7 +107,7 @@ public:
     [[nodiscard]] std::string abort_message() const;
     /// Sends an abort (code, message) to every peer that is still reachable, once per worker and
     /// never after receiving one; waits for the sends at most `wait`.
-    void send_abort(int code, const std::string& message, std::chrono::milliseconds wait) noexcept;
+    void send_abort(int code, std::string_view message, std::chrono::milliseconds wait) noexcept;
 
     /// UCX's version, e.g. "1.13.1".
     [[nodiscard]] static const char* version() noexcept { return ucp_get_version_string(); }
