@@ -21,9 +21,10 @@ case "$kind" in
     ;;
   *) echo "usage: device_build_test.sh cuda|hip SOURCE_DIR BUILD_ROOT"; exit 2 ;;
 esac
-if [[ ! -f "$dir/build.ninja" ]]; then
-  meson setup "$dir" "$source_dir" -D"$kind"=enabled -Dwerror=true -Dbenchmarks=disabled >/dev/null
-fi
+# --reconfigure: a folder set up by an older version of this script (tests disabled) is brought
+# up to these options.
+meson setup $([[ -f "$dir/build.ninja" ]] && echo --reconfigure) "$dir" "$source_dir" -D"$kind"=enabled -Dwerror=true \
+  -Dtests=auto -Dbenchmarks=disabled >/dev/null
 ninja -C "$dir" executor/libfast_executor.so.0.1.0 >/dev/null
 if [[ $kind == cuda ]]; then
   # The device run (tests/executor/exec_cuda_test.cpp) must build too, and without a device
@@ -33,8 +34,8 @@ if [[ $kind == cuda ]]; then
   UCX_TLS=sm,self,cuda_copy "$dir/tests/executor/exec_cuda_test" || rc=$?
   [[ $rc == 77 || $rc == 0 ]] || { echo "exec_cuda_test exited $rc"; exit 1; }
   # Its harness (ranks as processes over a file allgather) on host memory, which runs here.
-  UCX_TLS=sm,self timeout 240 "$dir/tests/executor/exec_cuda_test" --host --processes --ranks 4 --gpus-per-server 2 \
-    --mean 20000 --seeds 2
+  UCX_TLS=sm,self timeout -k 10 240 "$dir/tests/executor/exec_cuda_test" --host --processes --ranks 4 \
+    --gpus-per-server 2 --mean 20000 --seeds 2
 fi
 probe="$dir/probe"
 c++ -std=c++20 -Wall -Wextra -Werror -I"$source_dir/executor/include" -x c++ - -o "$probe" \

@@ -18,6 +18,7 @@ cuda=/usr/local/cuda
 mkdir -p "$work/apt/lists/partial" "$stage"
 stage=$(cd "$stage" && pwd)
 cd "$work"
+trap 'echo "device_stage.sh: failed; the logs are in $work (autogen.log, configure.log, make.log)" >&2' ERR
 
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 cat >apt/sources.list <<EOF
@@ -60,9 +61,12 @@ fi
 
 echo "device_stage.sh: building libfast_executor and exec_cuda_test with CUDA" >&2
 build=$work/build-cuda
+# A build folder belongs to one source tree: another tree's is set up afresh.
+[[ -f $build/.fast-source && $(cat "$build/.fast-source") == "$source_dir" ]] || rm -rf "$build"
 if [[ ! -f $build/build.ninja ]]; then
   PATH=$cuda/bin:$PATH PKG_CONFIG_PATH=$prefix/lib/pkgconfig \
     meson setup "$build" "$source_dir" --buildtype=release -Dcuda=enabled -Dbenchmarks=disabled >/dev/null
+  echo "$source_dir" >"$build/.fast-source"
 fi
 PATH=$cuda/bin:$PATH ninja -C "$build" tests/executor/exec_cuda_test >/dev/null
 
@@ -71,7 +75,9 @@ mkdir -p "$stage/bin" "$stage/lib/ucx"
 # Real files, not links (the folder may travel where links do not).
 cp -L "$prefix"/lib/lib{ucp,ucs,uct,ucm,ucs_signal}.so.0 "$stage/lib/"
 for module in "$prefix"/lib/ucx/*.so.0; do cp -L "$module" "$stage/lib/ucx/"; done
-cp -L "$cuda/lib64/libcudart.so.13" "$build/executor/libfast_executor.so.0" "$stage/lib/"
+cudart=$(ldd "$build/tests/executor/exec_cuda_test" | awk '/libcudart/ { print $3 }')
+[[ -f $cudart ]] || { echo "device_stage.sh: exec_cuda_test links no CUDA runtime found on this machine" >&2; exit 1; }
+cp -L "$cudart" "$build/executor/libfast_executor.so.0" "$stage/lib/"
 cp "$prefix/bin/ucx_info" "$build/tests/executor/exec_cuda_test" "$stage/bin/"
 strip --strip-unneeded "$stage"/lib/*.so.* "$stage"/lib/ucx/*.so.* "$stage"/bin/*
 du -sh "$stage"

@@ -36,12 +36,13 @@ namespace {
 
 constexpr char usage[] =
     "usage: exec_cuda_test [--require] [--processes] [--host] [--ranks R] [--gpus-per-server G]\n"
-    "                      [--mean BYTES] [--seeds N] [--device D]\n"
+    "                      [--mean BYTES] [--seeds N] [--device D] [--limit SECONDS]\n"
     "  Runs alltoallv on CUDA device memory with R ranks (default 8, as servers of G = 4) as threads,\n"
     "  or as processes bootstrapped over files with --processes, skewed traffic of about BYTES per\n"
     "  block (default 262144), seeds 1..N (default 3), on device D (default 0), and checks every byte.\n"
     "  Exit 77 without a device or a CUDA-aware UCX, unless --require (then 1). --host: host memory\n"
-    "  instead, which checks this harness where there is no GPU.\n";
+    "  instead, which checks this harness where there is no GPU. --limit: with --processes, the\n"
+    "  ranks are killed after this long (default 100), and 10 s after the first one fails.\n";
 
 using clock_type = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds bootstrap_timeout{60000};
@@ -57,6 +58,7 @@ struct options {
     std::int64_t mean = 262144;
     int seeds = 3;
     int device = 0;
+    int limit_s = 100; ///< --processes: the whole run's bound
 };
 
 std::string cuda_error(cudaError_t e, const char* what) {
@@ -137,11 +139,15 @@ struct run_result {
     bool unsupported = false;
 };
 
-/// An allgather among processes over a shared folder: each round, every rank writes its part to
-/// a file of its own (renamed into place, so never read half-written) and reads everyone's.
+/// An allgather among processes over a folder (one per case, so a rank that gives up on a case
+/// never reads another case's parts): each round, every rank writes its part to a file of its
+/// own (renamed into place, so never read half-written) and reads everyone's.
 class file_allgather {
 public:
-    file_allgather(std::string dir, int rank, int size) : dir_(std::move(dir)), rank_(rank), size_(size) {}
+    file_allgather(std::string dir, int rank, int size) : dir_(std::move(dir)), rank_(rank), size_(size) {
+        std::error_code ignored; // every rank makes it; the others' attempts fail harmlessly
+        std::filesystem::create_directories(dir_, ignored);
+    }
     bootstrap boot() {
         return {rank_, size_, [this](const void* s, void* r, std::size_t n) { return gather(s, r, n); }};
     }
@@ -149,6 +155,11 @@ public:
 private:
     std::string part(int k) const { return dir_ + "/" + std::to_string(round_) + "." + std::to_string(k); }
     status gather(const void* s, void* r, std::size_t n) {
+        const status result = gather_round(s, r, n);
+        ++round_;
+        return result;
+    }
+    status gather_round(const void* s, void* r, std::size_t n) {
         const std::string mine = part(rank_);
         {
             std::ofstream f(mine + ".tmp", std::ios::binary);
@@ -163,7 +174,8 @@ private:
             while (f.open(part(k), std::ios::binary), !f) {
                 if (clock_type::now() > deadline)
                     return status(errc::bootstrap, "rank " + std::to_string(rank_) + ": no part from rank " + std::to_string(k) +
-                                                       " in allgather round " + std::to_string(round_) + " within 60 s");
+                                                       " in allgather round " + std::to_string(round_) + " within " +
+                                                       std::to_string(bootstrap_timeout.count()) + " ms");
                 std::this_thread::sleep_for(std::chrono::milliseconds(1));
             }
             const std::vector<char> got{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
@@ -172,7 +184,6 @@ private:
                                                    " bytes, rank " + std::to_string(rank_) + " " + std::to_string(n));
             std::memcpy(static_cast<char*>(r) + static_cast<std::size_t>(k) * n, got.data(), n);
         }
-        ++round_;
         return {};
     }
     std::string dir_;
@@ -185,7 +196,7 @@ std::string describe(scheduler s, flow_control f) {
     return std::string(to_string(s)) + "/" + std::string(to_string(f));
 }
 
-/// Rank `me`'s part of every case, on its own thread.
+/// Rank `me`'s part of one case.
 run_result run_rank(const options& o, const bootstrap& boot, int me, scheduler sched, flow_control flow) {
     run_result out;
     if (cudaError_t e = o.host ? cudaSuccess : cudaSetDevice(o.device); e != cudaSuccess) {
@@ -257,6 +268,11 @@ run_result run_rank(const options& o, const bootstrap& boot, int me, scheduler s
     }
     const statistics st = comm.stats();
     if (st.failures != 0) out.error = label + ": stats().failures = " + std::to_string(st.failures);
+    // Communicators are destroyed collectively: nobody closes its endpoints while a peer is
+    // still checking its buffers and not progressing UCX.
+    char one = 1;
+    std::vector<char> all(static_cast<std::size_t>(o.ranks));
+    if (status s = boot.allgather(&one, all.data(), 1); !s.ok() && out.error.empty()) out.error = label + ": " + s.message();
     return out;
 }
 
@@ -293,6 +309,8 @@ bool parse(int argc, char** argv, options& o) {
             o.mean = v;
         } else if (a == "--seeds" && value(1, v)) {
             o.seeds = static_cast<int>(std::min<std::int64_t>(v, 1000));
+        } else if (a == "--limit" && value(1, v)) {
+            o.limit_s = static_cast<int>(std::min<std::int64_t>(v, 86400));
         } else if (a == "--device" && value(0, v)) {
             o.device = static_cast<int>(std::min<std::int64_t>(v, 1024));
         } else {
@@ -347,12 +365,13 @@ int run_threads(const options& o) {
     return failed ? 1 : 0;
 }
 
-/// One rank's every case, in a child process.
+/// One rank's every case, in a child process; stops at the first failing case (the parent then
+/// stops the others).
 int run_child(const options& o) {
-    file_allgather gather(o.dir, o.rank, o.ranks);
-    int failed = 0;
+    int index = 0;
     for (const auto sched : schedulers)
         for (const auto flow : flows) {
+            file_allgather gather(o.dir + "/case-" + std::to_string(index++), o.rank, o.ranks);
             const run_result r = run_rank(o, gather.boot(), o.rank, sched, flow);
             if (r.unsupported) {
                 if (o.rank == 0) std::printf("%s\n", r.error.c_str());
@@ -360,18 +379,20 @@ int run_child(const options& o) {
             }
             if (!r.error.empty()) {
                 std::printf("rank %d: %s\n", o.rank, r.error.c_str());
-                ++failed;
-            } else if (o.rank == 0) {
+                return 1;
+            }
+            if (o.rank == 0)
                 std::printf("%-20s %d ranks as %d servers (processes): rank 0 ok (%d blocking calls and 4 persistent runs)\n",
                             describe(sched, flow).c_str(), o.ranks, o.ranks / o.gpus_per_server, o.seeds);
-            }
-            std::fflush(stdout);
         }
-    return failed ? 1 : 0;
+    return 0;
 }
 
+volatile std::sig_atomic_t stop_signal = 0;
+
 /// Every case with the ranks as processes (this program again, with --rank and --dir), bounded
-/// in time: 0, 1 or 77 (every rank unsupported).
+/// in time: 0, 1 or 77 (every rank unsupported). A failing rank stops the others 10 s later
+/// (time to report what they saw), as does SIGINT or SIGTERM at once; the folder is removed.
 int run_processes(const options& o, int argc, char** argv) {
     char tmpl[] = "/tmp/exec_cuda_test.XXXXXX";
     if (mkdtemp(tmpl) == nullptr) {
@@ -379,50 +400,62 @@ int run_processes(const options& o, int argc, char** argv) {
         return 1;
     }
     const std::string dir = tmpl;
-    std::vector<pid_t> children;
+    std::signal(SIGINT, [](int) { stop_signal = 1; });
+    std::signal(SIGTERM, [](int) { stop_signal = 1; });
+    std::vector<pid_t> running(static_cast<std::size_t>(o.ranks), 0); // 0: not started or reaped
     int failed = 0;
-    for (int k = 0; k < o.ranks; ++k) {
+    int unsupported = 0;
+    for (int k = 0; k < o.ranks && failed == 0; ++k) {
         std::vector<std::string> args(argv, argv + argc);
         args.insert(args.end(), {"--rank", std::to_string(k), "--dir", dir});
         std::vector<char*> cargs;
         for (auto& a : args) cargs.push_back(a.data());
         cargs.push_back(nullptr);
-        pid_t pid = 0;
-        if (const int e = posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, cargs.data(), environ); e != 0) {
+        if (const int e = posix_spawn(&running[static_cast<std::size_t>(k)], "/proc/self/exe", nullptr, nullptr,
+                                      cargs.data(), environ);
+            e != 0) {
             std::printf("cannot start rank %d: %s\n", k, std::strerror(e));
+            running[static_cast<std::size_t>(k)] = 0;
             ++failed;
-            break;
         }
-        children.push_back(pid);
     }
-    // Each case's calls are bounded by the executor's timeout; the whole run by this.
-    const auto deadline = clock_type::now() + std::chrono::seconds(240);
-    int unsupported = 0;
-    std::size_t left = children.size();
-    while (left > 0) {
+    auto kill_all = [&] {
+        for (const pid_t pid : running)
+            if (pid > 0) kill(pid, SIGKILL);
+    };
+    if (failed) kill_all();
+    const auto start = clock_type::now();
+    auto stop_at = start + std::chrono::seconds(o.limit_s);
+    bool killed = false;
+    while (std::any_of(running.begin(), running.end(), [](pid_t p) { return p > 0; })) {
         int st = 0;
         const pid_t pid = waitpid(-1, &st, WNOHANG);
         if (pid > 0) {
-            --left;
+            const auto rank = std::find(running.begin(), running.end(), pid) - running.begin();
+            if (rank == static_cast<std::ptrdiff_t>(running.size())) continue;
+            running[static_cast<std::size_t>(rank)] = 0;
             const int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-            if (code == 77) ++unsupported;
-            else if (code != 0) {
-                std::printf("process %d exited %d\n", static_cast<int>(pid), code);
-                ++failed;
+            if (code == 77) {
+                ++unsupported;
+            } else if (code != 0) {
+                if (!killed) std::printf("rank %td exited %d\n", rank, code);
+                if (failed++ == 0) stop_at = std::min(stop_at, clock_type::now() + std::chrono::seconds(10));
             }
             continue;
         }
-        if (clock_type::now() > deadline) {
-            std::printf("ranks still running after 240 s: killed\n");
-            for (const pid_t c : children) kill(c, SIGKILL);
-            while (waitpid(-1, &st, 0) > 0) {
-            }
+        if (!killed && (stop_signal != 0 || clock_type::now() > stop_at)) {
+            std::printf("%s: the ranks still running are killed\n",
+                        stop_signal != 0 ? "interrupted"
+                        : failed != 0    ? "a rank failed 10 s ago"
+                                         : ("the run took over " + std::to_string(o.limit_s) + " s").c_str());
+            kill_all();
+            killed = true;
             ++failed;
-            break;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    std::filesystem::remove_all(dir);
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
     if (failed == 0 && unsupported == o.ranks) return 77;
     return failed || unsupported ? 1 : 0;
 }
@@ -430,6 +463,7 @@ int run_processes(const options& o, int argc, char** argv) {
 } // namespace
 
 int main(int argc, char** argv) {
+    std::setvbuf(stdout, nullptr, _IOLBF, 0); // what a killed run printed still reaches its log
     options o;
     if (!parse(argc, argv, o)) return 2;
     if (o.rank >= 0) return run_child(o);

@@ -153,13 +153,15 @@ public:
         return {rank, ranks_, [this, rank](const void* s, void* r, std::size_t n) {
                     slots_[static_cast<std::size_t>(rank)].assign(static_cast<const char*>(s), static_cast<const char*>(s) + n);
                     sync_.arrive_and_wait();
+                    bool same = true;
                     for (int k = 0; k < ranks_; ++k) {
                         const auto& v = slots_[static_cast<std::size_t>(k)];
-                        if (v.size() != n) return fast::exec::status(fast::exec::errc::bootstrap, "ranks gather different sizes");
-                        std::memcpy(static_cast<char*>(r) + static_cast<std::size_t>(k) * n, v.data(), n);
+                        if (v.size() != n) same = false;
+                        else std::memcpy(static_cast<char*>(r) + static_cast<std::size_t>(k) * n, v.data(), n);
                     }
-                    sync_.arrive_and_wait();
-                    return fast::exec::status{};
+                    sync_.arrive_and_wait(); // also on a mismatch: nobody may write the next round early
+                    return same ? fast::exec::status{}
+                                : fast::exec::status(fast::exec::errc::bootstrap, "ranks gather different sizes");
                 }};
     }
 
