@@ -103,6 +103,8 @@ std::string worker::init(int rank, int size, ucs_memory_type_t memory_type, bool
         worker_ = nullptr;
         return "ucp_worker_create failed: " + ucx_error(s);
     }
+    // close() is noexcept, so its slots are allocated here, before the peers it closes.
+    closing_.assign(static_cast<std::size_t>(size), op_slot{});
     peers_.assign(static_cast<std::size_t>(size), peer_state{});
     for (int r = 0; r < size; ++r) {
         peers_[static_cast<std::size_t>(r)].rank = r;
@@ -314,7 +316,8 @@ void worker::close() noexcept {
         // after a completed call, so this does not wait for the peer), by force where it failed
         // and the endpoint has peer error handling (see force_close). Bounded: whatever has not
         // closed after a second is left to ucp_worker_destroy.
-        std::vector<op_slot> closing(peers_.size());
+        std::vector<op_slot>& closing = closing_;
+        closing.assign(closing.size(), op_slot{});
         for (std::size_t r = 0; r < peers_.size(); ++r) {
             peer_state& p = peers_[r];
             if (p.ep == nullptr) continue;

@@ -120,6 +120,7 @@ private:
     ucs_memory_type_t memory_type_ = UCS_MEMORY_TYPE_HOST;
     int rank_ = -1;
     std::vector<peer_state> peers_;
+    std::vector<op_slot> closing_; ///< close()'s slots, one per peer, allocated by init()
     std::size_t error_events_ = 0;
     struct abort_message_t {
         std::int32_t sender;
