@@ -324,7 +324,10 @@ status communicator_impl::exchange(control kind, std::uint64_t seq, const void* 
     slot_block& b = exchange_slots_;
     b.slots.assign(2 * ur, op_slot{});
     b.completed = 0;
-    std::vector<op_slot> closing(ur); // allocated before anything is posted: cancelling must not allocate
+    // Sized before anything is posted (cancelling must not allocate), and kept: no allocation
+    // per call once the size is known.
+    std::vector<op_slot>& closing = exchange_closing_;
+    closing.assign(ur, op_slot{});
     std::size_t expected = 0;
     // Cancels what is posted: receives directly, sends by closing their endpoints. Never throws,
     // so it also runs when a message cannot be built for lack of memory: that failure is handled

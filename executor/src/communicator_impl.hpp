@@ -108,6 +108,7 @@ private:
     statistics stats_;
     std::vector<unsigned char> gather_send_, gather_recv_;
     slot_block exchange_slots_;
+    std::vector<op_slot> exchange_closing_; ///< exchange()'s endpoint-close slots, kept between calls
     std::vector<std::uint64_t> sendcounts_of_; ///< R x R: the traffic matrix of the current call
 };
 

@@ -332,16 +332,20 @@ bool parse(int argc, char** argv, options& o) {
 constexpr scheduler schedulers[] = {scheduler::fast, scheduler::direct};
 constexpr flow_control flows[] = {flow_control::rendezvous, flow_control::credits};
 
-/// Prints rank 0's line for a case and every failing rank's error; true if all passed.
-bool report(const options& o, const char* how, scheduler sched, flow_control flow, const std::vector<run_result>& results) {
+void print_case(const options& o, const char* how, scheduler sched, flow_control flow, const char* verdict) {
+    std::printf("%-20s %d ranks as %d servers (%s): %s (%d blocking calls and 4 persistent runs)\n",
+                describe(sched, flow).c_str(), o.ranks, o.ranks / o.gpus_per_server, how, verdict, o.seeds);
+}
+
+/// Prints every failing rank's error and the case's line; true if all passed.
+bool report(const options& o, scheduler sched, flow_control flow, const std::vector<run_result>& results) {
     bool ok = true;
     for (std::size_t k = 0; k < results.size(); ++k)
         if (!results[k].error.empty()) {
             std::printf("rank %zu: %s\n", k, results[k].error.c_str());
             ok = false;
         }
-    std::printf("%-20s %d ranks as %d servers (%s): %s (%d blocking calls and 4 persistent runs)\n",
-                describe(sched, flow).c_str(), o.ranks, o.ranks / o.gpus_per_server, how, ok ? "ok" : "FAILED", o.seeds);
+    print_case(o, "threads", sched, flow, ok ? "ok" : "FAILED");
     return ok;
 }
 
@@ -360,7 +364,7 @@ int run_threads(const options& o) {
                 std::printf("%s\n", results[0].error.c_str());
                 return 77;
             }
-            failed += report(o, "threads", sched, flow, results) ? 0 : 1;
+            failed += report(o, sched, flow, results) ? 0 : 1;
         }
     return failed ? 1 : 0;
 }
@@ -381,9 +385,7 @@ int run_child(const options& o) {
                 std::printf("rank %d: %s\n", o.rank, r.error.c_str());
                 return 1;
             }
-            if (o.rank == 0)
-                std::printf("%-20s %d ranks as %d servers (processes): rank 0 ok (%d blocking calls and 4 persistent runs)\n",
-                            describe(sched, flow).c_str(), o.ranks, o.ranks / o.gpus_per_server, o.seeds);
+            if (o.rank == 0) print_case(o, "processes", sched, flow, "rank 0 ok");
         }
     return 0;
 }
@@ -424,8 +426,7 @@ int run_processes(const options& o, int argc, char** argv) {
             if (pid > 0) kill(pid, SIGKILL);
     };
     if (failed) kill_all();
-    const auto start = clock_type::now();
-    auto stop_at = start + std::chrono::seconds(o.limit_s);
+    auto stop_at = clock_type::now() + std::chrono::seconds(o.limit_s);
     bool killed = false;
     while (std::any_of(running.begin(), running.end(), [](pid_t p) { return p > 0; })) {
         int st = 0;
@@ -468,26 +469,22 @@ int main(int argc, char** argv) {
     if (!parse(argc, argv, o)) return 2;
     if (o.rank >= 0) return run_child(o);
     const int skipped = o.require ? 1 : 77;
-    int devices = 0;
-    if (o.host) {
-        const int rc = o.processes ? run_processes(o, argc, argv) : run_threads(o);
-        std::printf("%s\n", rc ? "FAILED" : "all bytes checked (host memory)");
-        return rc ? 1 : 0;
+    if (!o.host) {
+        int devices = 0;
+        if (cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices <= o.device) {
+            std::printf("no CUDA device %d (%s): %s\n", o.device,
+                        e == cudaSuccess ? (std::to_string(devices) + " found").c_str() : cudaGetErrorName(e),
+                        o.require ? "failed" : "skipped");
+            return skipped;
+        }
+        cudaDeviceProp prop{};
+        if (cudaGetDeviceProperties(&prop, o.device) == cudaSuccess) std::printf("device %d: %s\n", o.device, prop.name);
     }
-    if (cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices <= o.device) {
-        std::printf("no CUDA device %d (%s): %s\n", o.device,
-                    e == cudaSuccess ? (std::to_string(devices) + " found").c_str() : cudaGetErrorName(e),
-                    o.require ? "failed" : "skipped");
-        return skipped;
-    }
-    cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, o.device) == cudaSuccess) std::printf("device %d: %s\n", o.device, prop.name);
-    std::fflush(stdout);
     const int rc = o.processes ? run_processes(o, argc, argv) : run_threads(o);
     if (rc == 77) {
         std::printf("%s\n", o.require ? "failed: no CUDA-aware UCX" : "skipped: no CUDA-aware UCX");
         return skipped;
     }
-    std::printf("%s\n", rc ? "FAILED" : "all bytes checked");
+    std::printf("%s\n", rc ? "FAILED" : o.host ? "all bytes checked (host memory)" : "all bytes checked");
     return rc;
 }

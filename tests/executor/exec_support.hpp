@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <barrier>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <span>
 #include <string>
