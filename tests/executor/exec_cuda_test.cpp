@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,8 +43,9 @@ constexpr char usage[] =
     "  or as processes bootstrapped over files with --processes, skewed traffic of about BYTES per\n"
     "  block (default 262144), seeds 1..N (default 3), on device D (default 0), and checks every byte.\n"
     "  Exit 77 without a device or a CUDA-aware UCX, unless --require (then 1). --host: host memory\n"
-    "  instead, which checks this harness where there is no GPU. --limit: with --processes, the\n"
-    "  ranks are killed after this long (default 100), and 10 s after the first one fails.\n";
+    "  instead, which checks this harness where there is no GPU. --limit: the whole run's bound in\n"
+    "  seconds (default 100); past it the run fails, naming the ranks still busy. With --processes the\n"
+    "  ranks are then killed, and also 10 s after the first one fails.\n";
 
 using clock_type = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds bootstrap_timeout{60000};
@@ -58,7 +61,7 @@ struct options {
     std::int64_t mean = 262144;
     int seeds = 3;
     int device = 0;
-    int limit_s = 100; ///< --processes: the whole run's bound
+    int limit_s = 100; ///< the whole run's bound
 };
 
 std::string cuda_error(cudaError_t e, const char* what) {
@@ -196,6 +199,50 @@ std::string describe(scheduler s, flow_control f) {
     return std::string(to_string(s)) + "/" + std::string(to_string(f));
 }
 
+/// The calls of one case on a created communicator: the error, or empty.
+std::string run_calls(const options& o, communicator& comm, int me, scheduler sched, flow_control flow) {
+    const std::string label = describe(sched, flow);
+    for (int seed = 1; seed <= o.seeds; ++seed) {
+        const auto useed = static_cast<std::uint64_t>(seed);
+        const fast::traffic_matrix m = random_skewed(o.ranks, useed, o.mean);
+        device_buffers b(!o.host);
+        b.host = make_buffers(m, me, seed % 2 == 0, useed);
+        if (std::string e = b.upload(); !e.empty()) return e;
+        status s = comm.alltoallv(b.send, b.host.send.counts, b.host.send.displs, b.recv, b.host.recv.counts,
+                                  b.host.recv.displs);
+        if (!s.ok()) return label + " seed " + std::to_string(seed) + ": " + s.message();
+        if (std::string e = b.check(m, me); !e.empty()) return label + " seed " + std::to_string(seed) + ": " + e;
+    }
+    // A persistent request run several times; the receive buffer is reset in between, so every
+    // run must write all of it.
+    const fast::traffic_matrix m = random_skewed(o.ranks, 99, o.mean);
+    device_buffers b(!o.host);
+    b.host = make_buffers(m, me, true, 99);
+    if (std::string e = b.upload(); !e.empty()) return e;
+    alltoallv_request req;
+    if (status s = comm.alltoallv_init(b.send, b.host.send.counts, b.host.send.displs, b.recv, b.host.recv.counts,
+                                       b.host.recv.displs, req);
+        !s.ok())
+        return label + " persistent init: " + s.message();
+    for (int run = 0; run < 4; ++run) {
+        status s = req.start();
+        if (s.ok()) {
+            if (run % 2 == 0) {
+                s = req.wait();
+            } else {
+                bool done = false;
+                while (s.ok() && !done) s = req.test(done);
+            }
+        }
+        if (!s.ok()) return label + " persistent run " + std::to_string(run) + ": " + s.message();
+        if (std::string e = b.check(m, me); !e.empty()) return label + " persistent run " + std::to_string(run) + ": " + e;
+        if (std::string e = b.reset_recv(); !e.empty()) return e;
+    }
+    const statistics st = comm.stats();
+    if (st.failures != 0) return label + ": stats().failures = " + std::to_string(st.failures);
+    return {};
+}
+
 /// Rank `me`'s part of one case.
 run_result run_rank(const options& o, const bootstrap& boot, int me, scheduler sched, flow_control flow) {
     run_result out;
@@ -215,64 +262,13 @@ run_result run_rank(const options& o, const bootstrap& boot, int me, scheduler s
         out.error = std::string("create: ") + std::string(to_string(s.code())) + ": " + s.message();
         return out;
     }
-    const std::string label = describe(sched, flow);
-    for (int seed = 1; seed <= o.seeds; ++seed) {
-        const auto useed = static_cast<std::uint64_t>(seed);
-        const fast::traffic_matrix m = random_skewed(o.ranks, useed, o.mean);
-        device_buffers b(!o.host);
-        b.host = make_buffers(m, me, seed % 2 == 0, useed);
-        if (out.error = b.upload(); !out.error.empty()) return out;
-        status s = comm.alltoallv(b.send, b.host.send.counts, b.host.send.displs, b.recv, b.host.recv.counts,
-                                  b.host.recv.displs);
-        if (!s.ok()) {
-            out.error = label + " seed " + std::to_string(seed) + ": " + s.message();
-            return out;
-        }
-        if (std::string e = b.check(m, me); !e.empty()) {
-            out.error = label + " seed " + std::to_string(seed) + ": " + e;
-            return out;
-        }
-    }
-    // A persistent request run several times; the receive buffer is reset in between, so every
-    // run must write all of it.
-    const fast::traffic_matrix m = random_skewed(o.ranks, 99, o.mean);
-    device_buffers b(!o.host);
-    b.host = make_buffers(m, me, true, 99);
-    if (out.error = b.upload(); !out.error.empty()) return out;
-    alltoallv_request req;
-    if (status s = comm.alltoallv_init(b.send, b.host.send.counts, b.host.send.displs, b.recv, b.host.recv.counts,
-                                       b.host.recv.displs, req);
-        !s.ok()) {
-        out.error = label + " persistent init: " + s.message();
-        return out;
-    }
-    for (int run = 0; run < 4; ++run) {
-        status s = req.start();
-        if (s.ok()) {
-            if (run % 2 == 0) {
-                s = req.wait();
-            } else {
-                bool done = false;
-                while (s.ok() && !done) s = req.test(done);
-            }
-        }
-        if (!s.ok()) {
-            out.error = label + " persistent run " + std::to_string(run) + ": " + s.message();
-            return out;
-        }
-        if (std::string e = b.check(m, me); !e.empty()) {
-            out.error = label + " persistent run " + std::to_string(run) + ": " + e;
-            return out;
-        }
-        if (out.error = b.reset_recv(); !out.error.empty()) return out;
-    }
-    const statistics st = comm.stats();
-    if (st.failures != 0) out.error = label + ": stats().failures = " + std::to_string(st.failures);
-    // Communicators are destroyed collectively: nobody closes its endpoints while a peer is
-    // still checking its buffers and not progressing UCX.
+    out.error = run_calls(o, comm, me, sched, flow);
+    // Communicators are destroyed collectively, after a failed call too (the others wait here):
+    // nobody closes its endpoints while a peer is still checking its buffers and not progressing UCX.
     char one = 1;
     std::vector<char> all(static_cast<std::size_t>(o.ranks));
-    if (status s = boot.allgather(&one, all.data(), 1); !s.ok() && out.error.empty()) out.error = label + ": " + s.message();
+    if (status s = boot.allgather(&one, all.data(), 1); !s.ok() && out.error.empty())
+        out.error = describe(sched, flow) + ": " + s.message();
     return out;
 }
 
@@ -332,39 +328,69 @@ bool parse(int argc, char** argv, options& o) {
 constexpr scheduler schedulers[] = {scheduler::fast, scheduler::direct};
 constexpr flow_control flows[] = {flow_control::rendezvous, flow_control::credits};
 
-void print_case(const options& o, const char* how, scheduler sched, flow_control flow, const char* verdict) {
-    std::printf("%-20s %d ranks as %d servers (%s): %s (%d blocking calls and 4 persistent runs)\n",
-                describe(sched, flow).c_str(), o.ranks, o.ranks / o.gpus_per_server, how, verdict, o.seeds);
+/// The case's line, with its wall time (a slow case near the run's timeout shows here).
+void print_case(const options& o, const char* how, scheduler sched, flow_control flow, const char* verdict,
+                clock_type::time_point start) {
+    const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+    std::printf("%-20s %d ranks as %d servers (%s): %s (%d blocking calls and 4 persistent runs) in %.1f s\n",
+                describe(sched, flow).c_str(), o.ranks, o.ranks / o.gpus_per_server, how, verdict, o.seeds, seconds);
 }
 
 /// Prints every failing rank's error and the case's line; true if all passed.
-bool report(const options& o, scheduler sched, flow_control flow, const std::vector<run_result>& results) {
+bool report(const options& o, scheduler sched, flow_control flow, const std::vector<run_result>& results,
+            clock_type::time_point start) {
     bool ok = true;
     for (std::size_t k = 0; k < results.size(); ++k)
         if (!results[k].error.empty()) {
             std::printf("rank %zu: %s\n", k, results[k].error.c_str());
             ok = false;
         }
-    print_case(o, "threads", sched, flow, ok ? "ok" : "FAILED");
+    print_case(o, "threads", sched, flow, ok ? "ok" : "FAILED", start);
     return ok;
 }
 
-/// Every case with the ranks as threads: 0, 1 (failed) or 77 (unsupported).
+/// Every case with the ranks as threads: 0, 1 (failed) or 77 (unsupported). Past --limit the
+/// process ends at once (stuck threads cannot be stopped), naming the ranks still busy and what
+/// the others reported.
 int run_threads(const options& o) {
+    const auto stop_at = clock_type::now() + std::chrono::seconds(o.limit_s);
     int failed = 0;
     for (const auto sched : schedulers)
         for (const auto flow : flows) {
+            const auto start = clock_type::now();
             thread_allgather gather(o.ranks);
             std::vector<run_result> results(static_cast<std::size_t>(o.ranks));
+            const auto done = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(o.ranks));
             std::vector<std::thread> threads;
             for (int k = 0; k < o.ranks; ++k)
-                threads.emplace_back([&, k] { results[static_cast<std::size_t>(k)] = run_rank(o, gather.boot(k), k, sched, flow); });
+                threads.emplace_back([&, k] {
+                    results[static_cast<std::size_t>(k)] = run_rank(o, gather.boot(k), k, sched, flow);
+                    done[static_cast<std::size_t>(k)].store(true, std::memory_order_release);
+                });
+            auto all_done = [&] {
+                for (int k = 0; k < o.ranks; ++k)
+                    if (!done[static_cast<std::size_t>(k)].load(std::memory_order_acquire)) return false;
+                return true;
+            };
+            while (!all_done() && clock_type::now() < stop_at) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            if (!all_done()) {
+                std::string busy;
+                for (int k = 0; k < o.ranks; ++k) {
+                    const auto uk = static_cast<std::size_t>(k);
+                    if (!done[uk].load(std::memory_order_acquire)) busy.append(" ").append(std::to_string(k));
+                    else if (!results[uk].error.empty()) std::printf("rank %d: %s\n", k, results[uk].error.c_str());
+                }
+                std::printf("the run took over %d s; ranks still busy:%s\n", o.limit_s, busy.c_str());
+                print_case(o, "threads", sched, flow, "FAILED", start);
+                std::printf("FAILED\n");
+                std::_Exit(1);
+            }
             for (auto& t : threads) t.join();
             if (results[0].unsupported) {
                 std::printf("%s\n", results[0].error.c_str());
                 return 77;
             }
-            failed += report(o, sched, flow, results) ? 0 : 1;
+            failed += report(o, sched, flow, results, start) ? 0 : 1;
         }
     return failed ? 1 : 0;
 }
@@ -375,6 +401,7 @@ int run_child(const options& o) {
     int index = 0;
     for (const auto sched : schedulers)
         for (const auto flow : flows) {
+            const auto start = clock_type::now();
             file_allgather gather(o.dir + "/case-" + std::to_string(index++), o.rank, o.ranks);
             const run_result r = run_rank(o, gather.boot(), o.rank, sched, flow);
             if (r.unsupported) {
@@ -385,7 +412,7 @@ int run_child(const options& o) {
                 std::printf("rank %d: %s\n", o.rank, r.error.c_str());
                 return 1;
             }
-            if (o.rank == 0) print_case(o, "processes", sched, flow, "rank 0 ok");
+            if (o.rank == 0) print_case(o, "processes", sched, flow, "rank 0 ok", start);
         }
     return 0;
 }
