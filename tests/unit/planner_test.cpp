@@ -321,9 +321,7 @@ TEST_CASE("the water level is the largest step length at which the pieces fill G
         const int g = 1 + static_cast<int>(rng() % 9);
         std::vector<std::int64_t> duration(rng() % 12);
         for (auto& w : duration) w = static_cast<std::int64_t>(rng() % (round % 2 == 0 ? 50 : 2000));
-        std::vector<std::size_t> order(duration.size());
-        std::iota(order.begin(), order.end(), std::size_t{0});
-        std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return duration[x] > duration[y]; });
+        std::sort(duration.begin(), duration.end(), std::greater<>());
         // By the definition: the largest D with sum of floor(w / D) >= g, 0 if none.
         std::int64_t expected = 0;
         for (std::int64_t d = 2000; d >= 1 && expected == 0; --d) {
@@ -332,7 +330,7 @@ TEST_CASE("the water level is the largest step length at which the pieces fill G
             if (cells >= g) expected = d;
         }
         INFO("round " << round << ", g " << g);
-        CHECK(detail::water_level(order, duration, g, levels) == expected);
+        CHECK(detail::water_level(duration, g, levels) == expected);
     }
 }
 

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <numeric>
 #include <span>
 #include <vector>
@@ -156,19 +157,19 @@ struct schedule_workspace {
     std::vector<std::size_t> rising;    // shape_steps: steps of the pyramid's two sides
     std::vector<std::size_t> falling;
     std::vector<level_cursor> levels;   // build_rail_packed: finding a step's water level
+    std::vector<std::int64_t> pieces;   // build_rail_packed: the stages' durations left, longest first
 };
 
-/// The water level of pieces with durations `duration[k]` for k in `order` (longest first): the
-/// largest D at which they fill at least g cells, a piece of duration w filling floor(w / D) of
-/// them; 0 if none. That is the g-th largest of floor(w / c) over the pieces and c = 1 .. g; only
-/// the g longest pieces can hold one of those. Their next values are kept in descending order
-/// (they start so: `order` is longest first) and the largest is taken g times: O(g^2) steps on at
-/// most g entries, fewer divisions and branches than a heap at these sizes.
-inline std::int64_t water_level(std::span<const std::size_t> order, std::span<const std::int64_t> duration,
-                                int g, std::vector<level_cursor>& next) {
+/// The water level of pieces with durations `pieces` (longest first): the largest D at which
+/// they fill at least g cells, a piece of duration w filling floor(w / D) of them; 0 if none.
+/// That is the g-th largest of floor(w / c) over the pieces and c = 1 .. g; only the g longest
+/// pieces can hold one of those. Their next values are kept in descending order (they start so)
+/// and the largest is taken g times: O(g^2) steps on at most g entries, fewer divisions and
+/// branches than a heap at these sizes.
+inline std::int64_t water_level(std::span<const std::int64_t> pieces, int g, std::vector<level_cursor>& next) {
     next.clear();
-    for (std::size_t j = 0; j < std::min(order.size(), static_cast<std::size_t>(g)); ++j)
-        if (duration[order[j]] > 0) next.push_back({duration[order[j]], duration[order[j]], 1});
+    for (std::size_t j = 0; j < std::min(pieces.size(), static_cast<std::size_t>(g)); ++j)
+        if (pieces[j] > 0) next.push_back({pieces[j], pieces[j], 1});
     level_cursor* const c = next.data();
     std::size_t live = next.size();
     for (int n = 1; live > 0; ++n) {
@@ -186,6 +187,47 @@ inline std::int64_t water_level(std::span<const std::size_t> order, std::span<co
         c[k] = top;
     }
     return 0;
+}
+
+/// A rail-packed step (see build_rail_packed) from the durations of the pieces left, longest
+/// first: the water level `lo` (at least 1), the cell length `level`, and whether the step is
+/// the last.
+struct packed_step {
+    std::int64_t lo;
+    std::int64_t level;
+    bool last;
+};
+
+inline packed_step plan_packed_step(std::span<const std::int64_t> pieces, int g, std::int64_t min_step,
+                                    std::int64_t max_step, std::vector<level_cursor>& levels) {
+    // The water level: the largest D with at least G cells.
+    const std::int64_t lo = std::max<std::int64_t>(1, water_level(pieces, g, levels));
+    const std::int64_t level =
+        std::min(std::max(lo, std::min(min_step, pieces.front())), std::max<std::int64_t>(max_step, 1));
+    // The last step: every piece fits in G cells of at most `level`, counted only until they
+    // exceed G (the sum could overflow with huge pieces and a tiny level).
+    std::int64_t cells = 0;
+    std::int64_t total = 0;
+    for (const std::int64_t w : pieces) {
+        if ((cells += std::min<std::int64_t>(ceil_div(w, level), g + 1)) > g) return {lo, level, false};
+        if (__builtin_add_overflow(total, w, &total)) total = INT64_MAX; // a lower bound still
+    }
+    // Then the shortest such D. G cells hold at most G D bytes, so none is below
+    // ceil(total / G), where the pieces need fewer than G + (pieces) cells; from there D jumps
+    // to the next length at which some piece needs a cell fewer until they fit (the cell count
+    // only falls as D grows, so this is the least D >= lo that fits).
+    std::int64_t d = std::max(lo, ceil_div(total, g));
+    for (;;) {
+        cells = 0;
+        std::int64_t next = INT64_MAX;
+        for (const std::int64_t w : pieces) {
+            const std::int64_t c = ceil_div(w, d);
+            cells += c;
+            if (c > 1) next = std::min(next, ceil_div(w, c - 1));
+        }
+        if (cells <= g) return {d, d, true};
+        d = next;
+    }
 }
 
 /// Sorts `order` by key(x) ascending, keeping the current order among equal keys, without
@@ -294,6 +336,7 @@ bool build_rail_packed(const decomposition& stages, std::span<const std::int64_t
     std::vector<std::int64_t>& real = ws.real;
     std::vector<std::int64_t>& duration = ws.duration;
     std::vector<std::size_t>& order = ws.order;
+    std::vector<std::int64_t>& pieces = ws.pieces;
     left.assign(pair_bytes.begin(), pair_bytes.end());
     if constexpr (materialise) real.assign(k_count * us, 0);
     duration.assign(k_count, 0);
@@ -312,55 +355,45 @@ bool build_rail_packed(const decomposition& stages, std::span<const std::int64_t
     if constexpr (materialise) {
         perm_of.resize(k_count);
         for (std::size_t k = 0; k < k_count; ++k) perm_of[k] = out.add_perm(stages.perm(k));
+        order.clear();
+        for (std::size_t k = 0; k < k_count; ++k)
+            if (duration[k] > 0) order.push_back(k);
+    } else {
+        // The steps depend on the durations alone, not on which stage has which: the pieces
+        // are kept as durations, longest first.
+        pieces.clear();
+        for (const std::int64_t w : duration)
+            if (w > 0) pieces.push_back(w);
+        std::sort(pieces.begin(), pieces.end(), std::greater<>());
     }
-    order.clear();
-    for (std::size_t k = 0; k < k_count; ++k)
-        if (duration[k] > 0) order.push_back(k);
-    // Cells of at most d bytes that finish the pieces (rounding up), counted only until they
-    // exceed G: the sum could overflow with huge pieces and tiny d.
-    const auto cells_to_finish = [&](std::int64_t d) {
-        std::int64_t n = 0;
-        for (const std::size_t k : order)
-            if ((n += std::min<std::int64_t>(ceil_div(duration[k], d), g + 1)) > g) break;
-        return n;
-    };
     std::int32_t step = 0;
     double cost = 0;
-    while (!order.empty()) {
-        stable_sort_by(order, ws.keys, [&](std::size_t k) { return -duration[k]; });
-        // The water level: the largest D with at least G cells.
-        const std::int64_t want = g;
-        std::int64_t lo = std::max<std::int64_t>(1, water_level(order, duration, g, ws.levels));
-        std::int64_t level = std::min(std::max(lo, std::min(min_step, duration[order.front()])),
-                                      std::max<std::int64_t>(max_step, 1));
-        // The last step: the shortest D at which every piece fits in G cells of at most D.
-        const bool last = cells_to_finish(level) <= want;
-        if (last) {
-            std::int64_t hi = level;
-            while (lo < hi) {
-                const std::int64_t mid = lo + (hi - lo) / 2;
-                if (cells_to_finish(mid) <= want) hi = mid; else lo = mid + 1;
-            }
-            level = hi;
+    while (materialise ? !order.empty() : !pieces.empty()) {
+        if constexpr (materialise) {
+            stable_sort_by(order, ws.keys, [&](std::size_t k) { return -duration[k]; });
+            pieces.resize(order.size());
+            for (std::size_t j = 0; j < order.size(); ++j) pieces[j] = duration[order[j]];
         }
+        const auto [lo, level, last] = plan_packed_step(pieces, g, min_step, max_step, ws.levels);
+        // Cells for a piece of duration w, given the rails left.
+        const auto cells_for = [&](std::int64_t w, int rails_left) {
+            std::int64_t cells = std::min<std::int64_t>(last ? ceil_div(w, level) : w / level, rails_left);
+            if (cells == 0 && level != lo) cells = 1; // below min_step: takes a cell whole
+            return cells; // 0: shorter than a full cell, for a later, shorter step
+        };
         ++step;
         int rail = 0;
         std::int64_t length = 0; // the step's busiest sender's bytes
-        for (const std::size_t k : order) {
-            if (rail >= g) break;
-            std::int64_t cells = std::min<std::int64_t>(last ? ceil_div(duration[k], level) : duration[k] / level, g - rail);
-            if (cells == 0) {
-                if (level == lo) continue; // shorter than a full cell: a later, shorter step
-                cells = 1;                 // below min_step: takes a cell whole
-            }
-            for (std::int64_t c = 0; c < cells; ++c) {
-                const std::int64_t part = level;
-                if constexpr (materialise) {
+        if constexpr (materialise) {
+            for (const std::size_t k : order) {
+                if (rail >= g) break;
+                const std::int64_t cells = cells_for(duration[k], g - rail);
+                for (std::int64_t c = 0; c < cells; ++c) {
                     std::int64_t* stage_real = real.data() + k * us;
                     const std::size_t b = out.add_bytes();
                     std::int64_t longest = 0;
                     for (std::size_t s = 0; s < us; ++s) {
-                        const std::int64_t n = std::min(part, stage_real[s]);
+                        const std::int64_t n = std::min(level, stage_real[s]);
                         stage_real[s] -= n;
                         out.bytes[b * us + s] = n;
                         length = std::max(length, n);
@@ -368,20 +401,39 @@ bool build_rail_packed(const decomposition& stages, std::span<const std::int64_t
                     }
                     duration[k] = longest;
                     out.slots.push_back({static_cast<std::int32_t>(rail), step, perm_of[k], b});
-                } else {
-                    const std::int64_t n = std::min(part, duration[k]);
-                    length = std::max(length, n);
-                    duration[k] -= n;
+                    ++rail;
+                    if (duration[k] == 0) break;
                 }
-                ++rail;
-                if (duration[k] == 0) break;
             }
+        } else {
+            // Each cell takes min(level, w): the first the most; the cells past the piece's end
+            // stay free.
+            for (std::int64_t& w : pieces) {
+                if (rail >= g) break;
+                const std::int64_t cells = cells_for(w, g - rail);
+                if (cells == 0) continue;
+                const std::int64_t needed = ceil_div(w, level);
+                length = std::max(length, std::min(level, w));
+                w = cells >= needed ? 0 : w - cells * level;
+                rail += static_cast<int>(std::min(cells, needed));
+            }
+            ws.length.push_back(length);
         }
-        if constexpr (!materialise) ws.length.push_back(length);
         cost += static_cast<double>(length) + static_cast<double>(step_cost);
         if (cost >= budget) return false;
-        order.erase(std::remove_if(order.begin(), order.end(), [&](std::size_t k) { return duration[k] == 0; }),
-                    order.end());
+        if constexpr (materialise) {
+            order.erase(std::remove_if(order.begin(), order.end(), [&](std::size_t k) { return duration[k] == 0; }),
+                        order.end());
+        } else {
+            // Only the pieces that got cells shortened: an insertion sort restores the order.
+            pieces.erase(std::remove(pieces.begin(), pieces.end(), std::int64_t{0}), pieces.end());
+            for (std::size_t j = 1; j < pieces.size(); ++j) {
+                const std::int64_t w = pieces[j];
+                std::size_t at = j;
+                for (; at > 0 && pieces[at - 1] < w; --at) pieces[at] = pieces[at - 1];
+                pieces[at] = w;
+            }
+        }
     }
     out.last_step = step;
     return true;
