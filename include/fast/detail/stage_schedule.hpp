@@ -134,12 +134,12 @@ private:
     std::vector<std::size_t> order_;
 };
 
-/// A piece's next cell count while finding the water level: `level` = floor(bytes / cells).
+/// A piece while finding the water level: it fills `cells` cells of the current length, one
+/// more from length `next` = floor(bytes / (cells + 1)) down.
 struct level_cursor {
-    std::int64_t level;
     std::int64_t bytes;
     std::int64_t cells;
-    friend bool operator<(const level_cursor& x, const level_cursor& y) noexcept { return x.level < y.level; }
+    std::int64_t next;
 };
 
 /// Buffers of build_rail_packed and shape_steps, kept between plans so that planning again
@@ -163,30 +163,45 @@ struct schedule_workspace {
 /// The water level of pieces with durations `pieces` (longest first): the largest D at which
 /// they fill at least g cells, a piece of duration w filling floor(w / D) of them; 0 if none.
 /// That is the g-th largest of floor(w / c) over the pieces and c = 1 .. g; only the g longest
-/// pieces can hold one of those. Their next values are kept in descending order (they start so)
-/// and the largest is taken g times: O(g^2) steps on at most g entries, fewer divisions and
-/// branches than a heap at these sizes.
-inline std::int64_t water_level(std::span<const std::int64_t> pieces, int g, std::vector<level_cursor>& next) {
-    next.clear();
-    for (std::size_t j = 0; j < std::min(pieces.size(), static_cast<std::size_t>(g)); ++j)
-        if (pieces[j] > 0) next.push_back({pieces[j], pieces[j], 1});
-    level_cursor* const c = next.data();
-    std::size_t live = next.size();
-    for (int n = 1; live > 0; ++n) {
-        if (n == g) return c[0].level;
-        level_cursor top = c[0];
-        top.level = top.bytes / ++top.cells;
-        if (top.level == 0 || top.cells > g) { // done: the rest move up
-            --live;
-            for (std::size_t k = 0; k < live; ++k) c[k] = c[k + 1];
-            continue;
-        }
-        // Down past the larger values (a data-dependent loop: no call to memmove for a few moves).
-        std::size_t k = 0;
-        for (; k + 1 < live && c[k + 1].level > top.level; ++k) c[k] = c[k + 1];
-        c[k] = top;
+/// pieces can hold one of those. Their S bytes fill at most S / D cells, so D <= S / g; from
+/// there D walks down the lengths at which some piece fills a cell more until they fill g.
+/// Flooring loses less than a cell per piece, so that takes fewer rounds than there are pieces,
+/// each a pass over them; no more divisions than cells gained.
+inline std::int64_t water_level(std::span<const std::int64_t> pieces, int g, std::vector<level_cursor>& at) {
+    at.clear();
+    std::int64_t total = 0;
+    bool overflow = false;
+    for (std::size_t j = 0; j < std::min(pieces.size(), static_cast<std::size_t>(g)) && pieces[j] > 0; ++j) {
+        at.push_back({pieces[j], 0, 0});
+        overflow = overflow || __builtin_add_overflow(total, pieces[j], &total);
     }
-    return 0;
+    if (at.empty()) return 0;
+    // The longest piece bounds D too (and S / g <= it).
+    std::int64_t d = overflow ? at.front().bytes : total / g;
+    if (d == 0) return 0; // fewer than g bytes: fewer than g cells at any D >= 1
+    std::int64_t cells = 0;
+    std::int64_t next = 0; // the next length down at which some piece fills a cell more
+    for (level_cursor& x : at) {
+        x.cells = x.bytes / d;
+        x.next = x.bytes / (x.cells + 1);
+        cells += x.cells;
+        next = std::max(next, x.next);
+    }
+    // next > 0 while cells < g: at next = 0 every piece would fill a cell per byte.
+    while (cells < g) {
+        d = next;
+        next = 0;
+        for (level_cursor& x : at) {
+            if (x.next == d) {
+                const std::int64_t c = x.bytes / d;
+                cells += c - x.cells;
+                x.cells = c;
+                x.next = x.bytes / (c + 1);
+            }
+            next = std::max(next, x.next);
+        }
+    }
+    return d;
 }
 
 /// A rail-packed step (see build_rail_packed) from the durations of the pieces left, longest
