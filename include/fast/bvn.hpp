@@ -115,57 +115,50 @@ struct decompose_workspace {
 /// Bottleneck stages of the regular N x N row-major matrix `a` for N <= 4, consuming it: each
 /// stage is the permutation whose smallest entry is largest (the first in lexicographic order
 /// on ties), found among all N! <= 24. At this size (clusters of up to four servers) that costs
-/// less than repairing matchings, and its loops do not branch on the data. Each permutation's
-/// smallest entry is kept: a stage only lowers its N entries, so the permutations through them
-/// take the new value if it is smaller, which is exact.
+/// less than repairing matchings. A permutation through a zero entry never comes back (entries
+/// only shrink), so each search takes the smallest entry of the permutations still alive and
+/// drops those that died: after the first stages only a few are left, fewer than a stage's
+/// entries pass through.
 template <int N>
 void decompose_by_permutations(std::vector<std::int64_t>& a, decomposition& out) {
     static_assert(N >= 2 && N <= 4);
     constexpr std::size_t count = N == 2 ? 2 : N == 3 ? 6 : 24;
     constexpr auto n = static_cast<std::size_t>(N);
-    static constexpr auto perms = [] {
-        std::array<std::array<std::int32_t, N>, count> all{};
-        std::array<std::int32_t, N> p{};
-        std::iota(p.begin(), p.end(), 0);
+    // Permutation k in lexicographic order takes entry entries[k][r] = r * N + column of row r.
+    static constexpr auto entries = [] {
+        std::array<std::array<std::uint8_t, N>, count> all{};
+        std::array<std::uint8_t, N> p{};
+        std::iota(p.begin(), p.end(), std::uint8_t{0});
         for (auto& x : all) {
-            x = p;
+            for (std::size_t r = 0; r < n; ++r) x[r] = static_cast<std::uint8_t>(r * n + p[r]);
             std::next_permutation(p.begin(), p.end());
         }
         return all;
     }();
-    // The permutations through each entry (r, c): through[r * N + c].
-    static constexpr auto through = [] {
-        std::array<std::array<std::uint8_t, count / n>, n * n> all{};
-        std::array<std::size_t, n * n> filled{};
-        for (std::size_t k = 0; k < count; ++k)
-            for (std::size_t r = 0; r < n; ++r) {
-                const std::size_t e = r * n + static_cast<std::size_t>(perms[k][r]);
-                all[e][filled[e]++] = static_cast<std::uint8_t>(k);
-            }
-        return all;
-    }();
-    std::array<std::int64_t, count> smallest{};
-    for (std::size_t k = 0; k < count; ++k) {
-        smallest[k] = a[static_cast<std::size_t>(perms[k][0])];
-        for (std::size_t r = 1; r < n; ++r)
-            smallest[k] = std::min(smallest[k], a[r * n + static_cast<std::size_t>(perms[k][r])]);
-    }
+    std::array<std::uint8_t, count> live{};
+    std::iota(live.begin(), live.end(), std::uint8_t{0});
+    std::size_t live_count = count;
     std::int64_t remaining = 0; // the common line sum still to decompose (row 0's)
     for (std::size_t c = 0; c < n; ++c) remaining += a[c];
     while (remaining > 0) {
         std::int64_t w = 0;
         std::size_t best = 0;
-        for (std::size_t k = 0; k < count; ++k) {
-            best = smallest[k] > w ? k : best;
-            w = std::max(w, smallest[k]);
+        std::size_t kept = 0;
+        for (std::size_t j = 0; j < live_count; ++j) {
+            const std::uint8_t k = live[j];
+            std::int64_t smallest = a[entries[k][0]];
+            for (std::size_t r = 1; r < n; ++r) smallest = std::min(smallest, a[entries[k][r]]);
+            if (smallest == 0) continue;
+            live[kept++] = k;
+            best = smallest > w ? k : best;
+            w = std::max(w, smallest);
         }
+        live_count = kept;
         if (w == 0) throw invalid_argument("decompose: the matrix does not have equal line sums");
         for (std::size_t r = 0; r < n; ++r) {
-            const std::int32_t c = perms[best][r];
-            const std::size_t e = r * n + static_cast<std::size_t>(c);
+            const std::uint8_t e = entries[best][r];
             a[e] -= w;
-            for (const std::uint8_t k : through[e]) smallest[k] = std::min(smallest[k], a[e]);
-            out.perms.push_back(c);
+            out.perms.push_back(static_cast<std::int32_t>(e - r * n));
         }
         out.weights.push_back(w);
         remaining -= w;
