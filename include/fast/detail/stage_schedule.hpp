@@ -389,7 +389,11 @@ bool build_rail_packed(const decomposition& stages, std::span<const std::int64_t
             pieces.resize(order.size());
             for (std::size_t j = 0; j < order.size(); ++j) pieces[j] = duration[order[j]];
         }
-        const auto [lo, level, last] = plan_packed_step(pieces, g, min_step, max_step, ws.levels);
+        // Named, not a structured binding: clang 14 cannot capture bindings in the lambda below.
+        const packed_step next_step = plan_packed_step(pieces, g, min_step, max_step, ws.levels);
+        const std::int64_t lo = next_step.lo;
+        const std::int64_t level = next_step.level;
+        const bool last = next_step.last;
         // Cells for a piece of duration w, given the rails left.
         const auto cells_for = [&](std::int64_t w, int rails_left) {
             std::int64_t cells = std::min<std::int64_t>(last ? ceil_div(w, level) : w / level, rails_left);
