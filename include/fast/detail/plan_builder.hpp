@@ -133,8 +133,13 @@ public:
         for (std::size_t k = 1; k < steps_ && k < step_bytes.size(); ++k)
             capacity_[k] = saturate(static_cast<double>(step_bytes[k]) * ratio);
         if (timing == gather_timing::windowed) {
-            up_send_.assign(static_cast<std::size_t>(topo.ranks()) * steps_, 0);
-            up_recv_.assign(static_cast<std::size_t>(topo.ranks()) * steps_, 0);
+            const auto r = static_cast<std::size_t>(topo.ranks());
+            room_send_.resize(r * steps_);
+            room_recv_.resize(r * steps_);
+            for (std::size_t k = 0; k < r; ++k) {
+                std::copy(capacity_.begin(), capacity_.end(), room_send_.begin() + static_cast<std::ptrdiff_t>(k * steps_));
+                std::copy(capacity_.begin(), capacity_.end(), room_recv_.begin() + static_cast<std::ptrdiff_t>(k * steps_));
+            }
         }
         const auto ug = static_cast<std::size_t>(g_);
         tile_.resize(ug * ug);
@@ -407,15 +412,14 @@ private:
     // less time in scratch), else the earliest.
     template <bool late>
     [[nodiscard]] std::int32_t roomiest(int src, int dst, std::int32_t first, std::int32_t last) const noexcept {
-        const std::int64_t* send = up_send_.data() + static_cast<std::size_t>(src) * steps_;
-        const std::int64_t* recv = up_recv_.data() + static_cast<std::size_t>(dst) * steps_;
-        const std::int64_t* room = capacity_.data();
+        const std::int64_t* send = room_send_.data() + static_cast<std::size_t>(src) * steps_;
+        const std::int64_t* recv = room_recv_.data() + static_cast<std::size_t>(dst) * steps_;
         // The first step met in scan order wins ties: the latest when `late`.
         std::int32_t best = late ? last : first;
-        std::int64_t best_room = room[best] - std::max(send[best], recv[best]);
+        std::int64_t best_room = std::min(send[best], recv[best]);
         for (std::int32_t j = 1; j <= last - first; ++j) {
             const std::int32_t k = late ? last - j : first + j;
-            const std::int64_t r = room[k] - std::max(send[k], recv[k]);
+            const std::int64_t r = std::min(send[k], recv[k]);
             best = r > best_room ? k : best;
             best_room = std::max(best_room, r);
         }
@@ -478,10 +482,10 @@ private:
         }
     }
 
-    // Counts scale-up bytes against src's send and dst's receive port in step `step`.
+    // Takes scale-up bytes off src's send and dst's receive room in step `step`.
     void count_up(std::int32_t step, int src, int dst, std::int64_t bytes) noexcept {
-        up_send_[static_cast<std::size_t>(src) * steps_ + static_cast<std::size_t>(step)] += bytes;
-        up_recv_[static_cast<std::size_t>(dst) * steps_ + static_cast<std::size_t>(step)] += bytes;
+        room_send_[static_cast<std::size_t>(src) * steps_ + static_cast<std::size_t>(step)] -= bytes;
+        room_recv_[static_cast<std::size_t>(dst) * steps_ + static_cast<std::size_t>(step)] -= bytes;
     }
 
     // A scale-up transfer into step `step`: extends the step's last transfer when contiguous
@@ -532,8 +536,10 @@ private:
     std::vector<std::vector<record>> buckets_; // per step, in emission order
     std::size_t steps_ = 0;
     std::vector<std::int64_t> capacity_; // per step: scale-up bytes that fit under its scale-out
-    std::vector<std::int64_t> up_send_;  // rank x step: scale-up bytes placed on its send port
-    std::vector<std::int64_t> up_recv_;  // rank x step: on its receive port
+    // rank x step: room left on its send (receive) port, the step's capacity less the scale-up
+    // bytes placed there (kept as room, so that a step's choice is one minimum per step).
+    std::vector<std::int64_t> room_send_;
+    std::vector<std::int64_t> room_recv_;
     std::vector<region> regions_;
     std::vector<std::uint32_t> staged_region_; // per rank: its up-front region, or no_region
     std::vector<std::size_t> by_rank_;
