@@ -11,6 +11,7 @@
 /// on it (no redistribution), in the order the caller prefers.
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <span>
 #include <utility>
@@ -117,32 +118,40 @@ struct tile_workspace {
         return {streams.data() + begin[rail], begin[rail + 1] - begin[rail]};
     }
 
-    static constexpr std::uint32_t none = UINT32_MAX;
     void resize(std::size_t g) {
         if (left.size() == g * g) return;
+        words = (g + 63) / 64;
         left.resize(g * g);
-        last_piece.assign(g * g, none);
+        own.resize(g * g);
+        own_at.resize(g * g);
+        landing.resize(g * g);
+        landing_at.resize(g * g);
+        rest_at.resize(g * g);
         room.resize(g);
-        cursor.resize(g * 4);
+        diagonal.resize(g);
+        span.resize(g * 3);
+        own_mask.resize(g * words);
+        landing_mask.resize(g * words);
         begin.resize(g + 1);
         by_heat.resize(g);
-        // A take either empties a block or fills a rail.
-        taken.resize(g * g + g);
-        streams.resize(g * g + g);
+        // A rail has at most one piece of a block, and a take either empties a block or fills a
+        // rail; one more slot takes the write past the end that dealing does without a branch.
+        streams.resize(g * g + g + 1);
     }
-    // A piece as taken: its rail, and the piece of the same block taken before it.
-    struct take {
-        piece p;
-        std::uint32_t rail;
-        std::uint32_t previous;
-    };
-    std::vector<std::int64_t> left;        // G x G: bytes of each block not yet assigned
-    std::vector<std::int64_t> room;        // G: bytes each rail can still take
-    std::vector<std::uint32_t> last_piece; // G x G: the block's last piece taken (none: none yet)
-    std::vector<take> taken;               // in the order taken
-    std::vector<std::uint32_t> cursor;     // G x 4: pieces of each rail by kind, then where each kind goes
-    std::vector<std::uint32_t> begin;      // G + 1
-    std::vector<int> by_heat;              // final GPUs, hottest first
+    std::size_t words = 0;                 // 64-bit words of a mask of G bits
+    std::vector<std::int64_t> left;       // G x G: bytes of each block not yet assigned
+    std::vector<std::int64_t> own;        // G x G: bytes of block (a, b) its origin's rail a takes
+    std::vector<std::int64_t> own_at;     // G x G: their offset in the block
+    std::vector<std::int64_t> landing;    // G x G: bytes of block (a, b) its final's rail b takes
+    std::vector<std::int64_t> landing_at; // G x G: their offset in the block
+    std::vector<std::int64_t> rest_at;    // G x G: where the block's rest starts in all blocks' rests
+    std::vector<std::int64_t> room;       // G: bytes each rail can still take
+    std::vector<std::int64_t> diagonal;   // G: bytes of its diagonal block each rail takes
+    std::vector<std::int64_t> span;       // G x 3: each rail's part of the rests (see assign_tile)
+    std::vector<std::uint64_t> own_mask;     // G masks: the heat positions of each rail's own pieces' finals
+    std::vector<std::uint64_t> landing_mask; // G masks: the origins of the pieces landing on each rail
+    std::vector<std::uint32_t> begin;     // G + 1
+    std::vector<std::size_t> by_heat;     // final GPUs, hottest first
     std::vector<piece> streams;
 };
 
@@ -157,10 +166,11 @@ struct tile_workspace {
 ///
 /// Greedy, cheap moves first: the diagonal block, the head, then the rail's own bytes and the
 /// bytes landing on its GPU in the order of `preference`, then the rest fills the rails with
-/// room in order. Stream order then needs no sort: within each kind of piece it does not depend
-/// on the rail (own bytes by final heat, bytes that need both moves by final heat then origin,
-/// bytes landing on the rail by origin), so one walk over the blocks in (final heat, origin)
-/// order (without heat: (origin, final)) deals every piece to its rail's segment of its kind.
+/// room in order. After the cheap moves a rail with room has none of its own bytes and none
+/// landing on it left, so each kind of piece comes from one step: own bytes (a rail's own blocks
+/// by final heat), bytes landing on the rail (by origin) and the rest (the bytes that need both
+/// moves: by final heat, then origin). Each rail's stream is then written in order, a kind at a
+/// time, with no sort and no record of the takes.
 inline void assign_tile(const std::int64_t* tile, std::size_t stride, int g, std::span<const std::int64_t> capacity,
                         tile_workspace& ws, std::span<const std::uint32_t> heat_rank = {},
                         rail_preference preference = rail_preference::own_first,
@@ -169,101 +179,152 @@ inline void assign_tile(const std::int64_t* tile, std::size_t stride, int g, std
     ws.resize(ug);
     std::int64_t* left = ws.left.data();
     std::int64_t* room = ws.room.data();
-    std::uint32_t* last = ws.last_piece.data();
-    std::uint32_t* cursor = ws.cursor.data();
+    std::int64_t* own = ws.own.data();
+    std::int64_t* own_at = ws.own_at.data();
+    std::int64_t* landing = ws.landing.data();
+    std::int64_t* landing_at = ws.landing_at.data();
     // Plain loops: memcpy's size dispatch mispredicts on these short, varying lengths.
     for (std::size_t a = 0; a < ug; ++a)
         for (std::size_t b = 0; b < ug; ++b) left[a * ug + b] = tile[a * stride + b];
-    for (std::size_t i = 0; i < ug; ++i) room[i] = capacity[i];
-    std::fill(cursor, cursor + ug * 4, 0U);
-    // Kinds of pieces, in stream order: 0 own bytes that need redistribution, 1 bytes that need
-    // both moves, 2 bytes landing on the rail, 3 the diagonal block (first or last).
-    const auto kind = [](std::size_t rail, std::size_t a, std::size_t b) -> std::size_t {
-        return a == rail ? (b == rail ? 3 : 0) : (b == rail ? 2 : 1);
-    };
-    // The lambdas capture sizes and pointers by value: captured by reference, a size_t would
-    // live in memory, and every store to the int64 arrays (which may alias it) would reload it.
-    tile_workspace::take* const pieces = ws.taken.data();
-    std::uint32_t taken = 0;
-    auto take = [=, &taken](std::size_t rail, std::size_t a, std::size_t b) {
-        const std::size_t k = a * ug + b;
-        const std::int64_t n = std::min(left[k], room[rail]);
+    // A rail's own and landing pieces are marked in masks, in their stream order, so that
+    // writing the streams visits only the blocks taken.
+    const std::size_t words = ws.words;
+    std::uint64_t* own_mask = ws.own_mask.data();
+    std::uint64_t* landing_mask = ws.landing_mask.data();
+    for (std::size_t w = 0; w < ug * words; ++w) {
+        own_mask[w] = 0;
+        landing_mask[w] = 0;
+    }
+    for (std::size_t i = 0; i < ug; ++i) {
+        const std::int64_t n = std::min(tile[i * stride + i], capacity[i]);
+        ws.diagonal[i] = n;
+        left[i * ug + i] -= n;
+        room[i] = capacity[i] - n;
+    }
+    // Blocks are taken from their start: what is assigned already is the offset. The lambdas
+    // capture sizes and pointers by value: captured by reference, a size_t would live in
+    // memory, and every store to the int64 arrays (which may alias it) would reload it.
+    auto take_own = [=](std::size_t i, std::size_t b) {
+        const std::size_t k = i * ug + b;
+        const std::int64_t n = std::min(left[k], room[i]);
         if (n <= 0) return;
-        // Blocks are taken from their start: what is assigned already is the offset.
-        pieces[taken] = {piece{tile[a * stride + b] - left[k], n, static_cast<std::int32_t>(a),
-                                 static_cast<std::int32_t>(b)},
-                           static_cast<std::uint32_t>(rail), last[k]};
-        last[k] = taken++;
+        const std::size_t h = heat_rank.empty() ? b : heat_rank[b];
+        own_mask[i * words + h / 64] |= std::uint64_t{1} << (h % 64);
+        own[k] = n;
+        own_at[k] = tile[i * stride + b] - left[k];
         left[k] -= n;
-        room[rail] -= n;
-        ++cursor[rail * 4 + kind(rail, a, b)];
+        room[i] -= n;
     };
-    for (std::size_t i = 0; i < ug; ++i)
-        if (room[i] > 0) take(i, i, i);
     // A head is covered by the diagonal block and then whole own blocks (a rail has at most one
     // piece of a block), which its stream puts first.
     if (!head.empty())
         for (std::size_t i = 0; i < ug; ++i)
             for (std::size_t b = 0; b < ug && room[i] > 0 && capacity[i] - room[i] < head[i]; ++b)
-                if (b != i) take(i, i, b);
-    auto take_own = [=, &take] {
+                if (b != i) take_own(i, b);
+    auto take_owns = [=] {
         for (std::size_t i = 0; i < ug; ++i)
             for (std::size_t b = 0; b < ug && room[i] > 0; ++b)
-                if (b != i) take(i, i, b);
+                if (b != i) take_own(i, b);
     };
-    auto take_landing = [=, &take] {
+    auto take_landings = [=] {
         for (std::size_t i = 0; i < ug; ++i)
-            for (std::size_t a = 0; a < ug && room[i] > 0; ++a)
-                if (a != i) take(i, a, i);
+            for (std::size_t a = 0; a < ug && room[i] > 0; ++a) {
+                const std::size_t k = a * ug + i;
+                const std::int64_t n = std::min(left[k], room[i]);
+                if (a == i || n <= 0) continue;
+                landing_mask[i * words + a / 64] |= std::uint64_t{1} << (a % 64);
+                landing[k] = n;
+                landing_at[k] = tile[a * stride + i] - left[k];
+                left[k] -= n;
+                room[i] -= n;
+            }
     };
     if (preference == rail_preference::own_first) {
-        take_own();
-        take_landing();
+        take_owns();
+        take_landings();
     } else {
-        take_landing();
-        take_own();
+        take_landings();
+        take_owns();
     }
-    // The rest fills the rails with room, in order.
-    std::size_t rail = 0;
+    // The rest fills the rails with room in order: lay all blocks' rests end to end (rest_at)
+    // and each rail with room takes the next room[i] bytes of it.
+    std::int64_t* rest_at = ws.rest_at.data();
+    std::int64_t at = 0;
     for (std::size_t k = 0; k < ug * ug; ++k) {
-        while (left[k] > 0) {
-            while (room[rail] == 0) ++rail;
-            take(rail, k / ug, k % ug);
-        }
+        rest_at[k] = at;
+        at += left[k];
     }
-    // Each rail's segments; the diagonal block goes first when the rail has no own bytes that
-    // need redistribution or has a head (stream_rank), else last. The counts become cursors.
-    std::uint32_t at = 0;
+    // rail i's span starts at span[i * 3] and meets rows span[i * 3 + 1] .. span[i * 3 + 2].
+    std::int64_t* span = ws.span.data();
+    at = 0;
+    std::size_t row = 0;
+    const auto row_end = [=](std::size_t a) { return a + 1 < ug ? rest_at[(a + 1) * ug] : rest_at[ug * ug - 1] + left[ug * ug - 1]; };
     for (std::size_t i = 0; i < ug; ++i) {
-        std::uint32_t* c = cursor + i * 4;
-        ws.begin[i] = at;
-        const std::uint32_t diagonal = c[3];
-        const bool diagonal_first = c[0] == 0 || (!head.empty() && head[i] > 0);
-        c[3] = diagonal_first ? at : at + c[0] + c[1] + c[2];
-        if (diagonal_first) at += diagonal;
-        for (std::size_t k = 0; k < 3; ++k) at += std::exchange(c[k], at);
-        if (!diagonal_first) at += diagonal;
+        if (room[i] == 0) continue;
+        while (row + 1 < ug && row_end(row) <= at) ++row;
+        span[i * 3] = at;
+        span[i * 3 + 1] = static_cast<std::int64_t>(row);
+        at += room[i];
+        while (row + 1 < ug && row_end(row) < at) ++row;
+        span[i * 3 + 2] = static_cast<std::int64_t>(row);
     }
-    ws.begin[ug] = at;
-    int* by_heat = ws.by_heat.data();
-    for (std::size_t f = 0; f < ug; ++f) by_heat[f] = static_cast<int>(f);
+    std::size_t* by_heat = ws.by_heat.data();
+    for (std::size_t f = 0; f < ug; ++f) by_heat[f] = f;
     if (!heat_rank.empty())
-        for (std::size_t f = 0; f < ug; ++f) by_heat[heat_rank[f]] = static_cast<int>(f);
+        for (std::size_t f = 0; f < ug; ++f) by_heat[heat_rank[f]] = f;
+    // Each rail's stream: pieces are written unconditionally and kept when not empty.
     piece* const streams = ws.streams.data();
-    auto deal = [=](std::size_t a, std::size_t b) {
-        std::uint32_t& p = last[a * ug + b]; // ends as none, ready for the next tile
-        for (; p != tile_workspace::none; p = pieces[p].previous) {
-            const tile_workspace::take& t = pieces[p];
-            streams[cursor[t.rail * 4 + kind(t.rail, a, b)]++] = t.p;
-        }
+    std::uint32_t end = 0;
+    const auto put = [=, &end](std::int64_t offset, std::int64_t n, std::size_t a, std::size_t b) {
+        streams[end] = piece{offset, n, static_cast<std::int32_t>(a), static_cast<std::int32_t>(b)};
+        end += static_cast<std::uint32_t>(n > 0);
     };
-    if (heat_rank.empty()) {
-        for (std::size_t a = 0; a < ug; ++a)
-            for (std::size_t b = 0; b < ug; ++b) deal(a, b);
-    } else {
-        for (std::size_t k = 0; k < ug; ++k)
-            for (std::size_t a = 0; a < ug; ++a) deal(a, static_cast<std::size_t>(by_heat[k]));
+    for (std::size_t i = 0; i < ug; ++i) {
+        ws.begin[i] = end;
+        // The diagonal block goes first when the rail has no own bytes that need
+        // redistribution or has a head (stream_rank), else last.
+        bool diagonal_pending = true;
+        if (!head.empty() && head[i] > 0) {
+            put(0, ws.diagonal[i], i, i);
+            diagonal_pending = false;
+        }
+        for (std::size_t w = 0; w < words; ++w)
+            for (std::uint64_t m = own_mask[i * words + w]; m != 0; m &= m - 1) {
+                const std::size_t b = by_heat[w * 64 + static_cast<std::size_t>(std::countr_zero(m))];
+                put(own_at[i * ug + b], own[i * ug + b], i, b);
+            }
+        if (diagonal_pending && end == ws.begin[i]) {
+            put(0, ws.diagonal[i], i, i);
+            diagonal_pending = false;
+        }
+        if (room[i] > 0) {
+            const std::int64_t from = span[i * 3];
+            const std::int64_t to = from + room[i];
+            const auto first = static_cast<std::size_t>(span[i * 3 + 1]);
+            const auto final_row = static_cast<std::size_t>(span[i * 3 + 2]);
+            // The part of block (a, b)'s rest in the span; blocks outside it give none.
+            const auto rest = [=, &put](std::size_t a, std::size_t b) {
+                const std::size_t r = a * ug + b;
+                const std::int64_t lo = std::max(rest_at[r], from);
+                const std::int64_t hi = std::min(rest_at[r] + left[r], to);
+                put(tile[a * stride + b] - left[r] + (lo - rest_at[r]), hi - lo, a, b);
+            };
+            if (heat_rank.empty()) {
+                for (std::size_t a = first; a <= final_row; ++a)
+                    for (std::size_t b = 0; b < ug; ++b) rest(a, b);
+            } else {
+                for (std::size_t h = 0; h < ug; ++h)
+                    for (std::size_t a = first; a <= final_row; ++a) rest(a, by_heat[h]);
+            }
+        }
+        for (std::size_t w = 0; w < words; ++w)
+            for (std::uint64_t m = landing_mask[i * words + w]; m != 0; m &= m - 1) {
+                const std::size_t a = w * 64 + static_cast<std::size_t>(std::countr_zero(m));
+                put(landing_at[a * ug + i], landing[a * ug + i], a, i);
+            }
+        if (diagonal_pending) put(0, ws.diagonal[i], i, i);
     }
+    ws.begin[ug] = end;
 }
 
 } // namespace detail
