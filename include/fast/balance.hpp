@@ -187,14 +187,10 @@ inline void assign_tile(const std::int64_t* tile, std::size_t stride, int g, std
     for (std::size_t a = 0; a < ug; ++a)
         for (std::size_t b = 0; b < ug; ++b) left[a * ug + b] = tile[a * stride + b];
     // A rail's own and landing pieces are marked in masks, in their stream order, so that
-    // writing the streams visits only the blocks taken.
+    // writing the streams visits only the blocks taken; it clears them for the next tile.
     const std::size_t words = ws.words;
     std::uint64_t* own_mask = ws.own_mask.data();
     std::uint64_t* landing_mask = ws.landing_mask.data();
-    for (std::size_t w = 0; w < ug * words; ++w) {
-        own_mask[w] = 0;
-        landing_mask[w] = 0;
-    }
     for (std::size_t i = 0; i < ug; ++i) {
         const std::int64_t n = std::min(tile[i * stride + i], capacity[i]);
         ws.diagonal[i] = n;
@@ -289,7 +285,7 @@ inline void assign_tile(const std::int64_t* tile, std::size_t stride, int g, std
             diagonal_pending = false;
         }
         for (std::size_t w = 0; w < words; ++w)
-            for (std::uint64_t m = own_mask[i * words + w]; m != 0; m &= m - 1) {
+            for (std::uint64_t m = std::exchange(own_mask[i * words + w], 0); m != 0; m &= m - 1) {
                 const std::size_t b = by_heat[w * 64 + static_cast<std::size_t>(std::countr_zero(m))];
                 put(own_at[i * ug + b], own[i * ug + b], i, b);
             }
@@ -318,7 +314,7 @@ inline void assign_tile(const std::int64_t* tile, std::size_t stride, int g, std
             }
         }
         for (std::size_t w = 0; w < words; ++w)
-            for (std::uint64_t m = landing_mask[i * words + w]; m != 0; m &= m - 1) {
+            for (std::uint64_t m = std::exchange(landing_mask[i * words + w], 0); m != 0; m &= m - 1) {
                 const std::size_t a = w * 64 + static_cast<std::size_t>(std::countr_zero(m));
                 put(landing_at[a * ug + i], landing[a * ug + i], a, i);
             }
