@@ -334,6 +334,39 @@ TEST_CASE("the water level is the largest step length at which the pieces fill G
     }
 }
 
+TEST_CASE("a packed step is the last when the pieces fit G cells, and then as short as they fit") {
+    std::mt19937_64 rng(12);
+    std::vector<detail::level_cursor> levels;
+    for (int round = 0; round < 3000; ++round) {
+        const int g = 1 + static_cast<int>(rng() % 9);
+        std::vector<std::int64_t> pieces(1 + rng() % 10);
+        for (auto& w : pieces) w = 1 + static_cast<std::int64_t>(rng() % (round % 2 == 0 ? 50 : 2000));
+        std::sort(pieces.begin(), pieces.end(), std::greater<>());
+        const std::int64_t min_step = static_cast<std::int64_t>(rng() % 300);
+        const std::int64_t max_step = round % 3 == 0 ? INT64_MAX : 1 + static_cast<std::int64_t>(rng() % 2000);
+        const auto cells = [&](std::int64_t d) {
+            std::int64_t n = 0;
+            for (const std::int64_t w : pieces) n += (w + d - 1) / d;
+            return n;
+        };
+        const detail::packed_step got = detail::plan_packed_step(pieces, g, min_step, max_step, levels);
+        const std::int64_t lo = std::max<std::int64_t>(1, detail::water_level(pieces, g, levels));
+        const std::int64_t level = std::min(std::max(lo, std::min(min_step, pieces.front())), max_step);
+        INFO("round " << round << ", g " << g << ", min_step " << min_step << ", max_step " << max_step);
+        REQUIRE(got.last == (cells(level) <= g));
+        if (!got.last) {
+            CHECK(got.level == level);
+            CHECK(got.lo == lo);
+            continue;
+        }
+        // By the definition: the least D >= lo at which the pieces fit G cells.
+        std::int64_t expected = lo;
+        while (cells(expected) > g) ++expected;
+        CHECK(got.level == expected);
+        CHECK(got.lo == expected);
+    }
+}
+
 TEST_CASE("a rail-packed candidate stops at its budget, is costed from its step lengths alone, and shaping keeps their sum") {
     // The quantum choice prunes a candidate once its rail-packed steps cost the best so far:
     // sound only because shape_steps splits steps without changing their lengths' sum.
