@@ -258,6 +258,7 @@ private:
             detail::build_uniform_rails(stages_, sequence_, share_, topo_.gpus_per_server,
                                         options_.chunks, left_, schedule_);
             slots_of_.build(schedule_);
+            detail::step_lengths(schedule_, step_bytes_);
             emit(m, detail::gather_timing::up_front, share_, detail::rail_preference::own_first);
         };
         if (options_.order == stage_order::automatic) {
@@ -278,9 +279,9 @@ private:
         });
     }
 
-    // The pair totals t(s, d) and each GPU's inter-server bytes sent and received; with
-    // `shares`, also the balanced shares per (s, d, rail) and the per-GPU server matrix
-    // M(s, d) = ceil(t / G).
+    // The pair totals t(s, d), each GPU's inter-server bytes sent and received, in all and per
+    // server pair; with `shares`, also the balanced shares per (s, d, rail) and the per-GPU
+    // server matrix M(s, d) = ceil(t / G).
     void compute_shares(const traffic_matrix& m, bool shares = true) {
         const auto us = static_cast<std::size_t>(topo_.servers);
         const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
@@ -292,21 +293,26 @@ private:
         pair_.assign(us * us, 0);
         gpu_out_.assign(us * ug, 0);
         gpu_in_.assign(us * ug, 0);
+        pair_sent_.assign(us * us * ug, 0);
+        pair_received_.assign(us * us * ug, 0);
         own_.resize(ug);
         own_rank_.resize(ug);
         for (std::size_t s = 0; s < us; ++s)
             for (std::size_t d = 0; d < us; ++d) {
                 if (s == d) continue;
                 const std::int64_t* tile = m.data() + s * ug * stride + d * ug;
+                std::int64_t* received = pair_received_.data() + (s * us + d) * ug;
                 std::int64_t total = 0;
                 for (std::size_t a = 0; a < ug; ++a) {
                     own_[a] = 0;
                     for (std::size_t b = 0; b < ug; ++b) {
                         own_[a] += tile[a * stride + b];
-                        gpu_in_[d * ug + b] += tile[a * stride + b];
+                        received[b] += tile[a * stride + b];
                     }
+                    pair_sent_[(s * us + d) * ug + a] = own_[a];
                     total += own_[a];
                 }
+                for (std::size_t b = 0; b < ug; ++b) gpu_in_[d * ug + b] += received[b];
                 if (shares) {
                     detail::balanced_shares(total, own_,
                                             std::span<std::int64_t>(share_.data() + (s * us + d) * ug, ug),
@@ -404,6 +410,7 @@ private:
         const double growth = ramp_growth();
         detail::shape_steps(schedule_, growth, alpha_bytes(options_.min_step_alphas), 0, schedule_ws_);
         slots_of_.build(schedule_);
+        detail::step_lengths(schedule_, step_bytes_);
         emit(m, detail::gather_timing::windowed, share_, detail::rail_preference::own_first);
     }
 
@@ -461,6 +468,10 @@ private:
         }
         detail::build_rail_packed(best_stages_, pair_, g, min_step, max_step, schedule_, schedule_ws_);
         detail::shape_steps(schedule_, growth, min_step, drop, schedule_ws_);
+        // Which rail carries which slot of a step is free: the first step goes to the rails whose
+        // GPUs hold its bytes, the falling side's steps to those whose GPUs receive them.
+        detail::step_lengths(schedule_, step_bytes_);
+        detail::assign_rails(schedule_, step_bytes_, pair_sent_, pair_received_, schedule_ws_);
         // What each rail carries for each pair follows from the schedule.
         slots_of_.build(schedule_);
         const auto us = static_cast<std::size_t>(topo_.servers);
@@ -471,13 +482,12 @@ private:
     }
 
     // Turns the schedule into transfers: per server pair, assign the tile to rails with the
-    // given capacities and walk each rail's stream over its slots (slots_of_, built from the
-    // schedule by the caller); then the intra-server blocks.
+    // given capacities and walk each rail's stream over its slots (slots_of_ and step_bytes_,
+    // built from the schedule by the caller); then the intra-server blocks.
     void emit(const traffic_matrix& m, detail::gather_timing timing,
               std::span<const std::int64_t> capacity, detail::rail_preference preference) {
         const auto us = static_cast<std::size_t>(topo_.servers);
         const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
-        detail::step_lengths(schedule_, step_bytes_);
         builder_.start(m, topo_, schedule_.last_step, timing, options_.window, step_bytes_);
         head_.assign(ug, 0);
         const auto only = static_cast<std::size_t>(slice_); // a slice: the tiles with an end in it
@@ -599,6 +609,8 @@ private:
     std::vector<std::int64_t> pair_;
     std::vector<std::int64_t> gpu_out_; // per GPU: inter-server bytes sent
     std::vector<std::int64_t> gpu_in_;  // per GPU: inter-server bytes received
+    std::vector<std::int64_t> pair_sent_;     // per (s, d, GPU i): bytes GPU i of s sends to d
+    std::vector<std::int64_t> pair_received_; // per (s, d, GPU i): bytes GPU i of d receives from s
     std::vector<std::int64_t> capacity_;
     std::vector<std::int64_t> own_;
     std::vector<std::uint32_t> own_rank_; // balanced_shares: each GPU's rank by its own bytes

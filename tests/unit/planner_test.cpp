@@ -3,9 +3,12 @@
 #include <fast/matrix_io.hpp>
 #include <fast/planner.hpp>
 
+#include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <numeric>
 #include <random>
+#include <set>
 
 using namespace fast;
 
@@ -45,6 +48,34 @@ std::int64_t per_gpu_bound(const traffic_matrix& m, const topology& topo) {
     std::int64_t l = 0;
     for (int s = 0; s < topo.servers; ++s) l = std::max({l, per_gpu.row(s).sum(), per_gpu.col(s).sum()});
     return l;
+}
+
+// The quantised bottleneck stages of m's server-level pair totals, as the rail-packed policy
+// decomposes them (quantum: a tenth of the busiest line's average entry per GPU), with those
+// totals (row-major, zero diagonal) and the busiest line.
+struct server_stages {
+    std::vector<std::int64_t> pair;
+    std::int64_t line = 0;
+    decomposition stages;
+};
+
+server_stages quantised_stages(const traffic_matrix& m, const topology& t) {
+    const int servers = t.servers;
+    traffic_matrix sm = server_matrix(m, t);
+    sm.diagonal().setZero();
+    server_stages out;
+    out.pair.assign(sm.data(), sm.data() + sm.size());
+    for (int s = 0; s < servers; ++s) out.line = std::max({out.line, sm.row(s).sum(), sm.col(s).sum()});
+    const std::int64_t q = std::max<std::int64_t>(1, out.line / (servers * t.gpus_per_server * 10));
+    std::vector<std::int64_t> a = out.pair;
+    std::vector<std::int64_t> rows;
+    std::vector<std::int64_t> cols;
+    detail::quantise(a, q);
+    detail::pad_flat(a, servers, rows, cols);
+    detail::decompose_workspace ws;
+    detail::decompose_flat(a, servers, matching_rule::bottleneck, out.stages, ws);
+    detail::scale_weights(out.stages, q);
+    return out;
 }
 
 } // namespace
@@ -373,21 +404,7 @@ TEST_CASE("a rail-packed candidate stops at its budget, is costed from its step 
     for (const int servers : {4, 8, 16}) {
         const topology t = make_topology(servers, 8);
         for (std::uint64_t seed = 1; seed <= 3; ++seed) {
-            traffic_matrix sm = server_matrix(make_zipf(t, 0.8, 1 << 26, seed), t);
-            sm.diagonal().setZero();
-            std::vector<std::int64_t> pair(sm.data(), sm.data() + sm.size()); // row-major
-            std::int64_t line = 0;
-            for (int s = 0; s < servers; ++s) line = std::max({line, sm.row(s).sum(), sm.col(s).sum()});
-            const std::int64_t q = std::max<std::int64_t>(1, line / (servers * 8 * 10));
-            std::vector<std::int64_t> a = pair;
-            std::vector<std::int64_t> rows;
-            std::vector<std::int64_t> cols;
-            detail::quantise(a, q);
-            detail::pad_flat(a, servers, rows, cols);
-            detail::decompose_workspace dws;
-            decomposition stages;
-            detail::decompose_flat(a, servers, matching_rule::bottleneck, stages, dws);
-            detail::scale_weights(stages, q);
+            const auto [pair, line, stages] = quantised_stages(make_zipf(t, 0.8, 1 << 26, seed), t);
             const std::int64_t alpha = line / 1000 + 1;
             detail::schedule_workspace ws;
             detail::stage_schedule whole;
@@ -422,6 +439,132 @@ TEST_CASE("a rail-packed candidate stops at its budget, is costed from its step 
             detail::step_lengths(whole, lengths);
             CHECK(std::accumulate(lengths.begin(), lengths.end(), std::int64_t{0}) == sum);
             CHECK(static_cast<std::size_t>(whole.last_step) + 1 == lengths.size());
+        }
+    }
+}
+
+TEST_CASE("min_cost_assignment finds the least total cost, as every assignment does") {
+    std::mt19937_64 rng(21);
+    detail::assignment_workspace ws;
+    for (int round = 0; round < 4000; ++round) {
+        const std::size_t cols = static_cast<std::size_t>(round % 8);
+        const std::size_t rows = round % 3 == 0 && cols > 0 ? rng() % (cols + 1) : cols;
+        // Few distinct values half of the time: ties everywhere.
+        const std::uint64_t range = round % 2 == 0 ? 4 : 1000000;
+        std::vector<std::int64_t> cost(rows * cols);
+        for (auto& c : cost) c = static_cast<std::int64_t>(rng() % range);
+        std::vector<std::size_t> col_of_row(rows);
+        detail::min_cost_assignment(cost, rows, cols, col_of_row, ws);
+        // By the definition: the first `rows` entries of every permutation of the columns.
+        std::vector<std::size_t> perm(cols);
+        std::iota(perm.begin(), perm.end(), std::size_t{0});
+        std::int64_t best = INT64_MAX;
+        do {
+            std::int64_t total = 0;
+            for (std::size_t r = 0; r < rows; ++r) total += cost[r * cols + perm[r]];
+            best = std::min(best, total);
+        } while (std::next_permutation(perm.begin(), perm.end()));
+        INFO("round " << round << ", " << rows << " x " << cols);
+        std::set<std::size_t> used;
+        std::int64_t total = 0;
+        for (std::size_t r = 0; r < rows; ++r) {
+            REQUIRE(col_of_row[r] < cols);
+            CHECK(used.insert(col_of_row[r]).second);
+            total += cost[r * cols + col_of_row[r]];
+        }
+        CHECK(total == best);
+    }
+    std::vector<std::size_t> two(2);
+    CHECK_THROWS_AS(detail::min_cost_assignment(std::vector<std::int64_t>{0, -1, 2, 3}, 2, 2, two, ws), invalid_argument);
+    CHECK_THROWS_AS(detail::min_cost_assignment(std::vector<std::int64_t>{0, 1, 2}, 2, 2, two, ws), invalid_argument);
+    CHECK_THROWS_AS(detail::min_cost_assignment(std::vector<std::int64_t>{0, 1, 2, 3, 4, 5}, 3, 2, two, ws),
+                    invalid_argument);
+    CHECK_THROWS_AS(detail::min_cost_assignment(std::vector<std::int64_t>{INT64_MAX, 0, 0, 0}, 2, 2, two, ws),
+                    invalid_argument);
+}
+
+TEST_CASE("assign_rails only relabels rails, and covers the most own bytes in the first step and received bytes in the last") {
+    std::mt19937_64 rng(5);
+    for (int round = 0; round < 120; ++round) {
+        const int servers = 2 + round % 4;
+        const int g = 2 + round % 4;
+        const auto us = static_cast<std::size_t>(servers);
+        const auto ug = static_cast<std::size_t>(g);
+        const topology t = make_topology(servers, g);
+        const auto [pair, line, stages] =
+            quantised_stages(make_zipf(t, 0.8, 1 << 22, static_cast<std::uint64_t>(round + 1)), t);
+        detail::schedule_workspace ws;
+        detail::stage_schedule before;
+        REQUIRE(detail::build_rail_packed(stages, pair, g, line / 500 + 1, line, before, ws));
+        detail::shape_steps(before, 4.0, line / 500 + 1, round % 3 == 0 ? 2.0 : 0.0, ws);
+        // What each GPU sends to and receives from each server pair (a random stand-in is as
+        // good as the matrix's: assign_rails must cover the most of whatever it is given).
+        std::vector<std::int64_t> sent(us * us * ug);
+        std::vector<std::int64_t> received(us * us * ug);
+        for (auto* by : {&sent, &received})
+            for (auto& x : *by) x = rng() % 2 == 0 ? 0 : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(line / 4 + 1));
+        std::vector<std::int64_t> lengths;
+        detail::step_lengths(before, lengths);
+        detail::stage_schedule after = before;
+        detail::assign_rails(after, lengths, sent, received, ws);
+        INFO("round " << round << ", " << servers << " servers, G " << g);
+        // The same slots, only their rails changed, still one slot per rail and step.
+        REQUIRE(after.slots.size() == before.slots.size());
+        CHECK(after.perms == before.perms);
+        CHECK(after.bytes == before.bytes);
+        CHECK(after.last_step == before.last_step);
+        std::set<std::pair<std::int32_t, std::int32_t>> taken;
+        for (std::size_t j = 0; j < after.slots.size(); ++j) {
+            const auto& x = after.slots[j];
+            CHECK(x.step == before.slots[j].step);
+            CHECK(x.perm == before.slots[j].perm);
+            CHECK(x.bytes == before.slots[j].bytes);
+            CHECK(x.rail >= 0);
+            CHECK(x.rail < g);
+            CHECK(taken.insert({x.step, x.rail}).second);
+        }
+        // The bytes the slots of `step` cover on the rails `rail_of` gives them.
+        const auto covered = [&](const detail::stage_schedule& sc, std::int32_t step, const std::vector<std::int64_t>& by,
+                                 const std::function<std::size_t(std::size_t)>& rail_of) {
+            std::int64_t total = 0;
+            for (std::size_t j = 0; j < sc.slots.size(); ++j) {
+                const auto& x = sc.slots[j];
+                if (x.step != step) continue;
+                const auto perm = sc.perm_of(x);
+                const auto bytes = sc.bytes_of(x);
+                for (std::size_t s = 0; s < us; ++s)
+                    if (static_cast<std::size_t>(perm[s]) != s)
+                        total += std::min(bytes[s], by[(s * us + static_cast<std::size_t>(perm[s])) * ug + rail_of(j)]);
+            }
+            return total;
+        };
+        // By the definition: the best of every assignment of the step's slots to rails.
+        const auto best_cover = [&](std::int32_t step, const std::vector<std::int64_t>& by) {
+            std::vector<std::size_t> in_step;
+            for (std::size_t j = 0; j < before.slots.size(); ++j)
+                if (before.slots[j].step == step) in_step.push_back(j);
+            std::vector<std::size_t> rails(ug);
+            std::iota(rails.begin(), rails.end(), std::size_t{0});
+            std::int64_t best = 0;
+            do {
+                best = std::max(best, covered(before, step, by, [&](std::size_t j) {
+                    return rails[static_cast<std::size_t>(std::find(in_step.begin(), in_step.end(), j) - in_step.begin())];
+                }));
+            } while (std::next_permutation(rails.begin(), rails.end()));
+            return best;
+        };
+        const auto rail_after = [&](std::size_t j) { return static_cast<std::size_t>(after.slots[j].rail); };
+        CHECK(covered(after, 1, sent, rail_after) == best_cover(1, sent));
+        const auto peak = std::max_element(lengths.begin(), lengths.end()) - lengths.begin();
+        const std::int32_t last = before.last_step;
+        const bool falling = last > peak && lengths[static_cast<std::size_t>(last)] <= lengths[static_cast<std::size_t>(peak)] / 2;
+        if (falling) CHECK(covered(after, last, received, rail_after) == best_cover(last, received));
+        // The steps up to the peak but the first, and those after it longer than half of it, keep
+        // their rails.
+        for (std::size_t j = 0; j < after.slots.size(); ++j) {
+            const auto k = static_cast<std::size_t>(after.slots[j].step);
+            if (k > 1 && (k <= static_cast<std::size_t>(peak) || lengths[k] > lengths[static_cast<std::size_t>(peak)] / 2))
+                CHECK(after.slots[j].rail == before.slots[j].rail);
         }
     }
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "../bvn.hpp"
+#include "assignment.hpp"
 #include "checked.hpp"
 #include "plan_builder.hpp"
 
@@ -142,8 +143,8 @@ struct level_cursor {
     std::int64_t next;
 };
 
-/// Buffers of build_rail_packed and shape_steps, kept between plans so that planning again
-/// allocates nothing.
+/// Buffers of build_rail_packed, shape_steps and assign_rails, kept between plans so that
+/// planning again allocates nothing.
 struct schedule_workspace {
     std::vector<std::int64_t> left;     // per server pair: bytes not yet in a stage
     std::vector<std::int64_t> real;     // per stage and server: real bytes not yet in a slot
@@ -151,13 +152,22 @@ struct schedule_workspace {
     std::vector<std::size_t> perm_of;   // per stage: its permutation in the schedule
     std::vector<std::size_t> order;     // stages (build_rail_packed) or steps (shape_steps)
     std::vector<std::pair<std::int64_t, std::size_t>> keys; // for sorting `order` stably
-    std::vector<std::size_t> members;   // shape_steps: slots grouped by step (slots_by_step)
-    std::vector<std::size_t> begin;     // shape_steps: step k's slots are members[begin[k], begin[k + 1])
+    std::vector<std::size_t> members;   // shape_steps, assign_rails: slots grouped by step (slots_by_step)
+    std::vector<std::size_t> begin;     // step k's slots are members[begin[k], begin[k + 1])
     std::vector<std::int64_t> length;   // shape_steps: per step, its longest slot
     std::vector<std::size_t> rising;    // shape_steps: steps of the pyramid's two sides
     std::vector<std::size_t> falling;
     std::vector<level_cursor> levels;   // build_rail_packed: finding a step's water level
     std::vector<std::int64_t> pieces;   // build_rail_packed: the stages' durations left, longest first
+    std::vector<std::int64_t> cover;    // assign_rails: per (pair, rail), the bytes a slot there may still cover
+    std::vector<std::int64_t> score;    // assign_rails: per (slot of the step, rail), the bytes it would cover
+    std::vector<std::int64_t> cost;     // assign_rails: the scores as costs
+    std::vector<std::size_t> rail_of;   // assign_rails: per slot of the step, its rail
+    std::vector<std::uint8_t> taken;    // assign_rails: per rail, whether a slot has it
+    std::vector<std::size_t> rows;      // assign_rails: the slots whose rail matters
+    std::vector<std::uint8_t> varies;   // assign_rails: per slot of the step, whether its rail matters
+    std::vector<std::size_t> pick;      // assign_rails: their rails
+    assignment_workspace assignment;
 };
 
 /// The water level of pieces with durations `pieces` (longest first): the largest D at which
@@ -598,6 +608,136 @@ std::int32_t shape_steps(stage_schedule& sc, double growth, std::int64_t edge, d
         sc.last_step = rising + falling;
     }
     return rising + falling;
+}
+
+/// Chooses which rail carries which slot in some steps of a rail-packed schedule. Within a step
+/// every rail is an independent one-to-one fabric and the slots have one length, so any
+/// one-to-one choice keeps the step's scale-out time and every pair's bytes; what it changes is
+/// which GPUs' bytes can travel without a scale-up move (a rail's stream starts with its own
+/// GPU's bytes and ends with the bytes that land on its GPU, see balance.hpp):
+///  - in the first step, rail i of server s should carry what GPU i of s sends itself (`sent`):
+///    no step before it hides a gather;
+///  - in the steps after the longest one and at most half as long, from the last back, rail i
+///    should carry what GPU i of the destination receives (`received`): these short steps hide
+///    little redistribution, and nothing hides the last step's. (A step nearly as long as the
+///    longest hides its own; moving its slots only moves balancing and redistribution around,
+///    which measured worse.)
+/// Each such step takes the choice that covers the most of those bytes, a (pair, rail) counting
+/// only what the steps chosen before left of it (an assignment problem, solved exactly by
+/// min_cost_assignment; O(G^3 + G^2 S) per step). A step keeps its rails unless another choice
+/// covers more. `lengths` are the steps' (step_lengths); `sent` and `received` have an entry
+/// per (s * S + d) * G + i.
+inline void assign_rails(stage_schedule& sc, std::span<const std::int64_t> lengths,
+                         std::span<const std::int64_t> sent, std::span<const std::int64_t> received,
+                         schedule_workspace& ws) {
+    if (sc.slots.empty()) return;
+    const auto us = static_cast<std::size_t>(sc.servers);
+    const auto ug = static_cast<std::size_t>(sc.rails);
+    slots_by_step(sc, ws.begin, ws.members);
+    const auto peak = static_cast<std::size_t>(std::max_element(lengths.begin(), lengths.end()) - lengths.begin());
+    const auto choose = [&](std::size_t step) {
+        const std::size_t first = ws.begin[step];
+        const std::size_t count = ws.begin[step + 1] - first;
+        if (count == 0) return;
+        ws.score.assign(count * ug, 0);
+        ws.varies.resize(count);
+        std::int64_t now = 0;   // what the slots cover on their rails
+        std::int64_t bound = 0; // what they would cover each on its best rail
+        std::int64_t top = 0;
+        for (std::size_t x = 0; x < count; ++x) {
+            const auto& slot = sc.slots[ws.members[first + x]];
+            const auto perm = sc.perm_of(slot);
+            const auto bytes = sc.bytes_of(slot);
+            std::int64_t* score = ws.score.data() + x * ug;
+            for (std::size_t s = 0; s < us; ++s) {
+                const auto d = static_cast<std::size_t>(perm[s]);
+                if (d == s || bytes[s] == 0) continue;
+                const std::int64_t* cover = ws.cover.data() + (s * us + d) * ug;
+                for (std::size_t r = 0; r < ug; ++r) score[r] += std::min(bytes[s], cover[r]);
+            }
+            now += score[static_cast<std::size_t>(slot.rail)];
+            std::int64_t most = score[0];
+            std::int64_t least = score[0];
+            for (std::size_t r = 1; r < ug; ++r) {
+                most = std::max(most, score[r]);
+                least = std::min(least, score[r]);
+            }
+            ws.varies[x] = most != least;
+            bound += most;
+            top = std::max(top, most);
+        }
+        if (now < bound) { // else the slots' rails are a best choice already
+            // Every slot on its best rail (its own on a tie) is a best choice when no two slots
+            // want the same rail. Else the assignment problem decides, among the slots whose
+            // rail matters; those that cover as much anywhere take the rails left.
+            ws.rail_of.resize(count);
+            ws.taken.assign(ug, 0);
+            bool clash = false;
+            for (std::size_t x = 0; x < count; ++x) {
+                const std::int64_t* score = ws.score.data() + x * ug;
+                auto rail = static_cast<std::size_t>(sc.slots[ws.members[first + x]].rail);
+                const std::size_t best = static_cast<std::size_t>(std::max_element(score, score + ug) - score);
+                if (score[best] > score[rail]) rail = best;
+                clash = clash || ws.taken[rail] != 0;
+                ws.taken[rail] = 1;
+                ws.rail_of[x] = rail;
+            }
+            if (clash) {
+                ws.rows.clear();
+                for (std::size_t x = 0; x < count; ++x)
+                    if (ws.varies[x]) ws.rows.push_back(x);
+                // Costs are what a choice leaves uncovered, scaled down where G of them could
+                // overflow.
+                int shift = 0;
+                while ((top >> shift) > (std::int64_t{1} << 60) / static_cast<std::int64_t>(ug)) ++shift;
+                ws.cost.resize(ws.rows.size() * ug);
+                for (std::size_t i = 0; i < ws.rows.size(); ++i)
+                    for (std::size_t r = 0; r < ug; ++r)
+                        ws.cost[i * ug + r] = (top - ws.score[ws.rows[i] * ug + r]) >> shift;
+                ws.pick.resize(ws.rows.size());
+                min_cost_assignment(ws.cost, ws.rows.size(), ug, ws.pick, ws.assignment);
+                ws.taken.assign(ug, 0);
+                for (std::size_t i = 0; i < ws.rows.size(); ++i) {
+                    ws.rail_of[ws.rows[i]] = ws.pick[i];
+                    ws.taken[ws.pick[i]] = 1;
+                }
+                for (std::size_t x = 0, i = 0, free = 0; x < count; ++x) {
+                    if (i < ws.rows.size() && ws.rows[i] == x) {
+                        ++i;
+                        continue;
+                    }
+                    auto rail = static_cast<std::size_t>(sc.slots[ws.members[first + x]].rail);
+                    if (ws.taken[rail] != 0) {
+                        while (ws.taken[free] != 0) ++free;
+                        rail = free;
+                    }
+                    ws.taken[rail] = 1;
+                    ws.rail_of[x] = rail;
+                }
+            }
+            std::int64_t best = 0;
+            for (std::size_t x = 0; x < count; ++x) best += ws.score[x * ug + ws.rail_of[x]];
+            if (best > now)
+                for (std::size_t x = 0; x < count; ++x)
+                    sc.slots[ws.members[first + x]].rail = static_cast<std::int32_t>(ws.rail_of[x]);
+        }
+        for (std::size_t x = 0; x < count; ++x) {
+            const auto& slot = sc.slots[ws.members[first + x]];
+            const auto perm = sc.perm_of(slot);
+            const auto bytes = sc.bytes_of(slot);
+            for (std::size_t s = 0; s < us; ++s) {
+                const auto d = static_cast<std::size_t>(perm[s]);
+                if (d == s) continue;
+                std::int64_t& left = ws.cover[(s * us + d) * ug + static_cast<std::size_t>(slot.rail)];
+                left -= std::min(left, bytes[s]);
+            }
+        }
+    };
+    ws.cover.assign(received.begin(), received.end());
+    for (std::size_t k = ws.begin.size() - 2; k > peak; --k)
+        if (lengths[k] <= lengths[peak] / 2) choose(k);
+    ws.cover.assign(sent.begin(), sent.end());
+    choose(1);
 }
 
 /// Divides every entry of the n x n matrix `a` by `quantum`, rounding up.

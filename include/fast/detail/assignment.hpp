@@ -1,0 +1,119 @@
+#pragma once
+// The assignment problem: each of n rows to its own column of m >= n at the least total cost.
+// The Hungarian method with potentials (Kuhn-Munkres, one shortest augmenting path per row):
+// O(n^2 m). The planner solves it with up to G rows and G columns (which rail carries which
+// slot of a step), so it must be exact and cheap at small sizes, and allocate nothing once its
+// buffers have grown.
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../error.hpp"
+
+namespace fast::detail {
+
+/// Buffers of min_cost_assignment, kept between calls.
+struct assignment_workspace {
+    std::vector<std::int64_t> row_potential; // 1-based; index 0 is the virtual row's
+    std::vector<std::int64_t> col_potential;
+    std::vector<std::int64_t> slack;         // per column: least reduced cost from the tree
+    std::vector<std::size_t> row_of;         // per column (1-based): its row, 0 if none
+    std::vector<std::size_t> came_from;      // per column: the previous column on the path
+    std::vector<std::uint8_t> in_tree;       // per column
+    std::vector<std::uint8_t> matched;       // per row (1-based)
+};
+
+/// Writes to `col_of_row` (`rows` entries) an assignment of the rows to distinct columns that
+/// minimises the sum of cost[row * cols + col], for rows <= cols. Costs must be non-negative and
+/// at most 2^61 / cols; throws fast::invalid_argument otherwise.
+inline void min_cost_assignment(std::span<const std::int64_t> cost, std::size_t rows, std::size_t cols,
+                                std::span<std::size_t> col_of_row, assignment_workspace& ws) {
+    if (rows > cols || cost.size() != rows * cols || col_of_row.size() != rows)
+        throw invalid_argument("min_cost_assignment: " + std::to_string(cost.size()) + " costs and " +
+                               std::to_string(col_of_row.size()) + " results for " + std::to_string(rows) +
+                               " rows and " + std::to_string(cols) + " columns");
+    constexpr std::int64_t limit = std::int64_t{1} << 61;
+    std::int64_t top = 0;
+    for (const std::int64_t c : cost) {
+        if (c < 0) throw invalid_argument("min_cost_assignment: negative cost " + std::to_string(c));
+        top = std::max(top, c);
+    }
+    if (cols > 0 && top > limit / static_cast<std::int64_t>(cols))
+        throw invalid_argument("min_cost_assignment: costs up to " + std::to_string(top) + " may overflow");
+    constexpr std::int64_t unreached = std::numeric_limits<std::int64_t>::max();
+    ws.row_potential.assign(rows + 1, 0);
+    ws.col_potential.assign(cols + 1, 0);
+    ws.row_of.assign(cols + 1, 0);
+    ws.came_from.assign(cols + 1, 0);
+    std::int64_t* u = ws.row_potential.data();
+    std::int64_t* v = ws.col_potential.data();
+    std::size_t* row_of = ws.row_of.data();
+    std::size_t* came_from = ws.came_from.data();
+    ws.slack.resize(cols + 1);
+    ws.in_tree.resize(cols + 1);
+    std::int64_t* slack = ws.slack.data();
+    std::uint8_t* in_tree = ws.in_tree.data();
+    // Rows start at their cheapest column (u = the row's least cost keeps every reduced cost
+    // non-negative); each row that found its column taken then takes an augmenting path.
+    ws.matched.assign(rows + 1, 0);
+    for (std::size_t row = 1; row <= rows; ++row) {
+        const std::int64_t* line = cost.data() + (row - 1) * cols;
+        const std::size_t j = static_cast<std::size_t>(std::min_element(line, line + cols) - line) + 1;
+        u[row] = line[j - 1];
+        if (row_of[j] == 0) {
+            row_of[j] = row;
+            ws.matched[row] = 1;
+        }
+    }
+    for (std::size_t row = 1; row <= rows; ++row) {
+        if (ws.matched[row]) continue;
+        // Grow a tree of tight edges from `row` (held by the virtual column 0) until it reaches
+        // a free column, then flip the path.
+        row_of[0] = row;
+        std::size_t col = 0;
+        std::fill(slack, slack + cols + 1, unreached);
+        std::fill(in_tree, in_tree + cols + 1, std::uint8_t{0});
+        do {
+            in_tree[col] = 1;
+            const std::size_t r = row_of[col];
+            const std::int64_t* line = cost.data() + (r - 1) * cols - 1; // line[j]: column j
+            const std::int64_t base = u[r];
+            std::int64_t delta = unreached;
+            std::size_t next = 0;
+            for (std::size_t j = 1; j <= cols; ++j) {
+                if (in_tree[j]) continue;
+                const std::int64_t reduced = line[j] - base - v[j];
+                if (reduced < slack[j]) {
+                    slack[j] = reduced;
+                    came_from[j] = col;
+                }
+                if (slack[j] < delta) {
+                    delta = slack[j];
+                    next = j;
+                }
+            }
+            for (std::size_t j = 0; j <= cols; ++j) {
+                if (in_tree[j]) {
+                    u[row_of[j]] += delta;
+                    v[j] -= delta;
+                } else {
+                    slack[j] -= delta;
+                }
+            }
+            col = next;
+        } while (row_of[col] != 0);
+        while (col != 0) {
+            const std::size_t prev = came_from[col];
+            row_of[col] = row_of[prev];
+            col = prev;
+        }
+    }
+    for (std::size_t j = 1; j <= cols; ++j)
+        if (row_of[j] != 0) col_of_row[row_of[j] - 1] = j - 1;
+}
+
+} // namespace fast::detail
