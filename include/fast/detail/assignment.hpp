@@ -80,13 +80,13 @@ inline void min_cost_assignment(std::span<const std::int64_t> cost, std::size_t 
         do {
             in_tree[col] = 1;
             const std::size_t r = row_of[col];
-            const std::int64_t* line = cost.data() + (r - 1) * cols - 1; // line[j]: column j
+            const std::int64_t* line = cost.data() + (r - 1) * cols; // line[j - 1]: column j
             const std::int64_t base = u[r];
             std::int64_t delta = unreached;
             std::size_t next = 0;
             for (std::size_t j = 1; j <= cols; ++j) {
                 if (in_tree[j]) continue;
-                const std::int64_t reduced = line[j] - base - v[j];
+                const std::int64_t reduced = line[j - 1] - base - v[j];
                 if (reduced < slack[j]) {
                     slack[j] = reduced;
                     came_from[j] = col;
