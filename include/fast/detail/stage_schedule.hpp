@@ -154,7 +154,7 @@ struct schedule_workspace {
     std::vector<std::pair<std::int64_t, std::size_t>> keys; // for sorting `order` stably
     std::vector<std::size_t> members;   // shape_steps, assign_rails: slots grouped by step (slots_by_step)
     std::vector<std::size_t> begin;     // step k's slots are members[begin[k], begin[k + 1])
-    std::vector<std::int64_t> length;   // shape_steps: per step, its longest slot
+    std::vector<std::int64_t> length;   // build_rail_packed<false>, shape_steps: per step, its length
     std::vector<std::size_t> rising;    // shape_steps: steps of the pyramid's two sides
     std::vector<std::size_t> falling;
     std::vector<level_cursor> levels;   // build_rail_packed: finding a step's water level
