@@ -123,6 +123,13 @@ struct plan_options {
     /// a neighbour's scale-up time, given the busiest sending GPU's share of its server's
     /// traffic.
     double ramp = 0.5;
+    /// Rail-packed policy: long calls use `ramp` times this. A ramp step costs one alpha_out
+    /// whatever the call's size, while balancing that runs over its neighbours' room (the busiest
+    /// GPU's share misjudges a step's mix of server pairs) exposes time in proportion to the
+    /// bytes; so the longer the call, the more room the ramps keep spare. The call's length is
+    /// T = the busiest NIC's bytes / B_out: up to 200 alpha_out the ramp is `ramp`, from 400
+    /// alpha_out `ramp * long_call_ramp_scale`, log-linear between (docs/algorithm.md).
+    double long_call_ramp_scale = 0.8;
     /// Steps are not cut shorter than this many alpha_out worth of bytes; the first and last
     /// steps are about that long.
     double min_step_alphas = 2.0;
@@ -156,6 +163,9 @@ public:
         if (!(options_.quantum_fraction > 0 && options_.quantum_fraction <= 1e6))
             throw invalid_argument("quantum_fraction must be positive, got " +
                                    std::to_string(options_.quantum_fraction));
+        if (!(options_.long_call_ramp_scale > 0 && options_.long_call_ramp_scale <= 1e6))
+            throw invalid_argument("long_call_ramp_scale must be positive, got " +
+                                   std::to_string(options_.long_call_ramp_scale));
         if (!(options_.min_step_alphas >= 0 && options_.min_step_alphas <= 1e6))
             throw invalid_argument("min_step_alphas must be non-negative, got " +
                                    std::to_string(options_.min_step_alphas));
@@ -362,8 +372,8 @@ private:
     // How much longer a step may be than its neighbour when `moved` times its bytes cross
     // scale-up during the `window` steps beside it, at most `ramp` of their room.
     [[nodiscard]] double growth_for(double moved) const {
-        if (options_.ramp <= 0) return 0.0;
-        const double room = options_.ramp * options_.window * topo_.scale_up_gbps / topo_.scale_out_gbps;
+        if (ramp_ <= 0) return 0.0;
+        const double room = ramp_ * options_.window * topo_.scale_up_gbps / topo_.scale_out_gbps;
         return std::clamp(room / std::max(moved, 1e-3), 1.5, 16.0);
     }
 
@@ -392,12 +402,20 @@ private:
         return std::max<std::int64_t>(1, detail::saturate(options_.quantum_fraction * entry));
     }
 
+    // The ramp for a call whose busiest NIC carries `line` bytes (long_call_ramp_scale).
+    [[nodiscard]] double ramp_for(std::int64_t line) const {
+        const double alphas = static_cast<double>(line) / static_cast<double>(std::max<std::int64_t>(1, alpha_bytes(1.0)));
+        const double toward_long = std::clamp(std::log2(std::max(alphas, 1.0) / 200.0), 0.0, 1.0);
+        return options_.ramp * (1.0 + toward_long * (options_.long_call_ramp_scale - 1.0));
+    }
+
     [[nodiscard]] std::int64_t alpha_bytes(double alphas) const {
         return detail::saturate(alphas * topo_.alpha_out_us * topo_.scale_out_gbps * 1e3);
     }
 
     void make_bottleneck(const traffic_matrix& m) {
         compute_shares(m);
+        ramp_ = options_.ramp;
         const std::int64_t q = choose_quantum(largest_line(server_), 1);
         padded_ = server_;
         detail::quantise(padded_, q);
@@ -418,6 +436,7 @@ private:
         compute_shares(m, false);
         const int g = topo_.gpus_per_server;
         const std::int64_t line = largest_line(pair_);
+        ramp_ = ramp_for(detail::ceil_div(line, static_cast<std::int64_t>(g)));
         const std::int64_t min_step = alpha_bytes(options_.min_step_alphas);
         const std::int64_t max_step = detail::saturate(options_.max_step_share * static_cast<double>(line) / g);
         // Quantum candidates: a coarser quantum pads more but leaves fewer small stages, each
@@ -603,6 +622,7 @@ private:
     plan_options options_;
     plan plan_;
     int slice_ = -1; // make_slice: the server whose slice is being emitted
+    double ramp_ = 0; // the ramp of the call being planned (ramp_for)
     // Buffers kept between calls.
     std::vector<std::int64_t> share_;
     std::vector<std::int64_t> server_;
