@@ -264,6 +264,9 @@ TEST_CASE("bad options and mismatched matrices are named") {
     o.ramp = -1;
     CHECK_THROWS_WITH(planner(t, o), Catch::Contains("ramp must be non-negative"));
     o = {};
+    o.long_call_ramp_scale = 0;
+    CHECK_THROWS_WITH(planner(t, o), Catch::Contains("long_call_ramp_scale must be positive, got 0"));
+    o = {};
     o.quantum = -3;
     CHECK_THROWS_WITH(planner(t, o), Catch::Contains("quantum must be non-negative, got -3"));
     o = {};
@@ -275,6 +278,31 @@ TEST_CASE("bad options and mismatched matrices are named") {
     CHECK_THROWS_WITH(make_plan(traffic_matrix::Zero(3, 3), t), Catch::Contains("3 x 3 but the topology has 2 x 2 = 4 ranks"));
     CHECK_THROWS_WITH(parse_scheduler("fastest"), Catch::Contains("unknown scheduler 'fastest'"));
     CHECK_THROWS_WITH(parse_policy("greedy"), Catch::Contains("unknown policy 'greedy'"));
+}
+
+TEST_CASE("long calls ramp with ramp times long_call_ramp_scale, short ones with ramp as given") {
+    // 4 x 8 on h200: an alpha_out is 500 KB per NIC, so 16 MiB per GPU is a call of about 30
+    // alpha_out (under 200: the ramp as given) and 1 GiB one of about 2,000 (over 400: scaled).
+    const topology t = make_topology(4, 8);
+    plan_options unscaled;
+    unscaled.long_call_ramp_scale = 1.0;
+    plan_options scaled_ramp = unscaled;
+    scaled_ramp.ramp = 0.5 * (1.0 + (0.8 - 1.0)); // what the planner computes for 0.5 and 0.8
+    int long_calls_changed = 0;
+    for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+        const traffic_matrix short_call = make_zipf(t, 0.8, std::int64_t{16} << 20, seed);
+        const plan by_default = make_plan(short_call, t);
+        fast::test::check_plan(by_default, short_call);
+        CHECK(by_default == make_plan(short_call, t, unscaled));
+        const traffic_matrix long_call = make_zipf(t, 0.8, std::int64_t{1} << 30, seed);
+        const plan scaled = make_plan(long_call, t);
+        const plan as_given = make_plan(long_call, t, unscaled);
+        fast::test::check_plan(scaled, long_call);
+        fast::test::check_plan(as_given, long_call);
+        CHECK(scaled == make_plan(long_call, t, scaled_ramp));
+        long_calls_changed += scaled == as_given ? 0 : 1;
+    }
+    CHECK(long_calls_changed > 0);
 }
 
 TEST_CASE("chunks split every exact stage into consecutive stages") {
