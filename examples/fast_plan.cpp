@@ -36,6 +36,8 @@ struct options : fast_tools::cluster_options {
     std::string policy = "rail-packed";
     int quantum_choices = fast::plan_options{}.quantum_choices;
     int quantum_refinements = fast::plan_options{}.quantum_refinements;
+    double ramp = fast::plan_options{}.ramp;
+    double long_call_ramp_scale = fast::plan_options{}.long_call_ramp_scale;
     bool compare = false;
     std::string schedulers;
     int repeat = 1;
@@ -114,6 +116,8 @@ std::vector<variant> variants_of(const options& o) {
     base.policy = fast::parse_policy(o.policy);
     base.quantum_choices = o.quantum_choices;
     base.quantum_refinements = o.quantum_refinements;
+    base.ramp = o.ramp;
+    base.long_call_ramp_scale = o.long_call_ramp_scale;
     if (!o.schedulers.empty()) {
         // A comma-separated list: fast (with --policy), fast:POLICY, fast-unbalanced, direct, spreadout.
         std::vector<variant> out;
@@ -389,6 +393,15 @@ int main(int argc, char** argv) {
     app.add_option("--quantum-refinements", o.quantum_refinements,
                    "rail-packed: times the best factor is refined by -/+ 1/2, 1/4, ... (each one more schedule)")
         ->check(CLI::Range(0, 16))
+        ->capture_default_str();
+    app.add_option("--ramp", o.ramp,
+                   "bottleneck and rail-packed: the share of a neighbouring step's scale-up room that a "
+                   "step's balancing may expect to fill (0: no ramps)")
+        ->check(CLI::Range(0.0, 1e6))
+        ->capture_default_str();
+    app.add_option("--long-call-ramp-scale", o.long_call_ramp_scale,
+                   "rail-packed: calls of 400 alpha_out and more use ramp times this (200 and less: ramp)")
+        ->check(CLI::PositiveNumber)
         ->capture_default_str();
     app.add_flag("--compare", o.compare, "FAST's policies against fast-unbalanced, spreadout and direct");
     app.add_option("--schedulers", o.schedulers,

@@ -121,14 +121,15 @@ struct plan_options {
     /// redistribution after it run during the neighbouring steps; ramps keep consecutive steps
     /// close enough in length that this scale-up work is expected to fill at most this share of
     /// a neighbour's scale-up time, given the busiest sending GPU's share of its server's
-    /// traffic.
+    /// traffic. Long rail-packed calls use less (long_call_ramp_scale).
     double ramp = 0.5;
     /// Rail-packed policy: long calls use `ramp` times this. A ramp step costs one alpha_out
-    /// whatever the call's size, while balancing that runs over its neighbours' room (the busiest
-    /// GPU's share misjudges a step's mix of server pairs) exposes time in proportion to the
-    /// bytes; so the longer the call, the more room the ramps keep spare. The call's length is
-    /// T = the busiest NIC's bytes / B_out: up to 200 alpha_out the ramp is `ramp`, from 400
-    /// alpha_out `ramp * long_call_ramp_scale`, log-linear between (docs/algorithm.md).
+    /// whatever the call's size, while balancing or redistribution that runs over its neighbours'
+    /// room (the busiest GPU's share misjudges a step's mix of server pairs) exposes time in
+    /// proportion to the bytes; so the longer the call, the more room the ramps keep spare. The call's length is
+    /// the busiest server's inter-server bytes / (G B_out), its balanced NICs' time: up to 200
+    /// alpha_out the ramp is `ramp`, from 400 alpha_out `ramp * long_call_ramp_scale`,
+    /// log-linear between (docs/algorithm.md).
     double long_call_ramp_scale = 0.8;
     /// Steps are not cut shorter than this many alpha_out worth of bytes; the first and last
     /// steps are about that long.
@@ -370,7 +371,7 @@ private:
     }
 
     // How much longer a step may be than its neighbour when `moved` times its bytes cross
-    // scale-up during the `window` steps beside it, at most `ramp` of their room.
+    // scale-up during the `window` steps beside it, at most ramp_ (the call's ramp) of their room.
     [[nodiscard]] double growth_for(double moved) const {
         if (ramp_ <= 0) return 0.0;
         const double room = ramp_ * options_.window * topo_.scale_up_gbps / topo_.scale_out_gbps;
@@ -402,10 +403,14 @@ private:
         return std::max<std::int64_t>(1, detail::saturate(options_.quantum_fraction * entry));
     }
 
-    // The ramp for a call whose busiest NIC carries `line` bytes (long_call_ramp_scale).
-    [[nodiscard]] double ramp_for(std::int64_t line) const {
-        const double alphas = static_cast<double>(line) / static_cast<double>(std::max<std::int64_t>(1, alpha_bytes(1.0)));
-        const double toward_long = std::clamp(std::log2(std::max(alphas, 1.0) / 200.0), 0.0, 1.0);
+    // The ramp for a call whose balanced NICs carry `nic_bytes` each (long_call_ramp_scale).
+    [[nodiscard]] double ramp_for(std::int64_t nic_bytes) const {
+        constexpr double short_call_alphas = 200; // up to here: `ramp`
+        constexpr double long_call_alphas = 400;  // from here: `ramp * long_call_ramp_scale`
+        const double alphas = static_cast<double>(nic_bytes) / static_cast<double>(std::max<std::int64_t>(1, alpha_bytes(1.0)));
+        const double toward_long = std::clamp(std::log2(std::max(alphas, 1.0) / short_call_alphas) /
+                                                  std::log2(long_call_alphas / short_call_alphas),
+                                              0.0, 1.0);
         return options_.ramp * (1.0 + toward_long * (options_.long_call_ramp_scale - 1.0));
     }
 

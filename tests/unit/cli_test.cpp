@@ -70,6 +70,30 @@ TEST_CASE("plan -> JSON -> fast-plan verify is OK for every scheduler") {
     }
 }
 
+TEST_CASE("--ramp and --long-call-ramp-scale reach the planner") {
+    // The default workload is a long call (about 1,100 alpha_out per NIC): its ramp is scaled.
+    const std::string scaled = temp_path("scaled.json");
+    const std::string as_given = temp_path("as_given.json");
+    const std::string lower = temp_path("lower.json");
+    for (const auto& [args, file] : {std::pair<std::string, std::string>{"", scaled},
+                                     {"--long-call-ramp-scale 1", as_given},
+                                     {"--long-call-ramp-scale 1 --ramp 0.4", lower}}) {
+        const result r = run(args + " --json " + file);
+        INFO(args << " -> " << r.output);
+        CHECK(r.status == 0);
+        CHECK_THAT(r.output, Catch::Contains("yes")); // verified
+    }
+    // The plan files without their planning times.
+    const auto plan_in = [](const std::string& path) {
+        nlohmann::json j = load(path);
+        j["summary"].erase("planning_time_us");
+        return j;
+    };
+    CHECK(plan_in(scaled) != plan_in(as_given));
+    CHECK(plan_in(scaled) == plan_in(lower)); // 0.5 x 0.8
+    for (const std::string& f : {scaled, as_given, lower}) std::remove(f.c_str());
+}
+
 TEST_CASE("hand-corrupted plan files are rejected with the right message") {
     const std::string file = temp_path("plan.json");
     REQUIRE(run("--servers 2 --gpus 2 --workload uniform --bytes-per-gpu 3000 --scheduler direct --json " + file).status == 0);
@@ -196,6 +220,8 @@ TEST_CASE("bad input exits non-zero with one clear line") {
         {"--workload moe:topk=2000000", "topk must be between 1 and 1000000"},
         {"--workload zipf:", "zipf exponent: '' is not a number"},
         {"--seed -1", "--seed: must be non-negative, got -1"},
+        {"--ramp -1", "--ramp"},
+        {"--long-call-ramp-scale 0", "--long-call-ramp-scale"},
     };
     for (const bad& b : cases) {
         const result r = run(b.args);

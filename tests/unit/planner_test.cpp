@@ -282,13 +282,16 @@ TEST_CASE("bad options and mismatched matrices are named") {
 
 TEST_CASE("long calls ramp with ramp times long_call_ramp_scale, short ones with ramp as given") {
     // 4 x 8 on h200: an alpha_out is 500 KB per NIC, so 16 MiB per GPU is a call of about 30
-    // alpha_out (under 200: the ramp as given) and 1 GiB one of about 2,000 (over 400: scaled).
+    // alpha_out (under 200: the ramp as given), 192 MiB one of about 330 (between: some of the
+    // scale) and 1 GiB one of about 2,000 (over 400: all of it).
     const topology t = make_topology(4, 8);
+    const plan_options defaults;
     plan_options unscaled;
     unscaled.long_call_ramp_scale = 1.0;
-    plan_options scaled_ramp = unscaled;
-    scaled_ramp.ramp = 0.5 * (1.0 + (0.8 - 1.0)); // what the planner computes for 0.5 and 0.8
+    plan_options scaled_ramp = unscaled; // what the planner computes for a long call
+    scaled_ramp.ramp = defaults.ramp * (1.0 + (defaults.long_call_ramp_scale - 1.0));
     int long_calls_changed = 0;
+    int middle_calls_between = 0;
     for (std::uint64_t seed = 1; seed <= 3; ++seed) {
         const traffic_matrix short_call = make_zipf(t, 0.8, std::int64_t{16} << 20, seed);
         const plan by_default = make_plan(short_call, t);
@@ -301,8 +304,17 @@ TEST_CASE("long calls ramp with ramp times long_call_ramp_scale, short ones with
         fast::test::check_plan(as_given, long_call);
         CHECK(scaled == make_plan(long_call, t, scaled_ramp));
         long_calls_changed += scaled == as_given ? 0 : 1;
+        const traffic_matrix middle_call = make_zipf(t, 0.8, std::int64_t{192} << 20, seed);
+        const plan middle = make_plan(middle_call, t);
+        const plan middle_as_given = make_plan(middle_call, t, unscaled);
+        const plan middle_fully_scaled = make_plan(middle_call, t, scaled_ramp);
+        fast::test::check_plan(middle, middle_call);
+        fast::test::check_plan(middle_as_given, middle_call);
+        fast::test::check_plan(middle_fully_scaled, middle_call);
+        middle_calls_between += middle != middle_as_given && middle != middle_fully_scaled ? 1 : 0;
     }
     CHECK(long_calls_changed > 0);
+    CHECK(middle_calls_between > 0);
 }
 
 TEST_CASE("chunks split every exact stage into consecutive stages") {
