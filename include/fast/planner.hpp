@@ -126,10 +126,10 @@ struct plan_options {
     /// Rail-packed policy: long calls use `ramp` times this. A ramp step costs one alpha_out
     /// whatever the call's size, while balancing or redistribution that runs over its neighbours'
     /// room (the busiest GPU's share misjudges a step's mix of server pairs) exposes time in
-    /// proportion to the bytes; so the longer the call, the more room the ramps keep spare. The call's length is
-    /// the busiest server's inter-server bytes / (G B_out), its balanced NICs' time: up to 200
-    /// alpha_out the ramp is `ramp`, from 400 alpha_out `ramp * long_call_ramp_scale`,
-    /// log-linear between (docs/algorithm.md).
+    /// proportion to the bytes; so the longer the call, the more room the ramps keep spare. The
+    /// call's length is the busiest server's inter-server bytes / (G B_out), its balanced NICs'
+    /// time: up to 200 alpha_out the ramp is `ramp`, from 400 alpha_out
+    /// `ramp * long_call_ramp_scale`, log-linear between (docs/algorithm.md).
     double long_call_ramp_scale = 0.8;
     /// Steps are not cut shorter than this many alpha_out worth of bytes; the first and last
     /// steps are about that long.
@@ -342,17 +342,17 @@ private:
     // D / D' <= ramp * window * (B_up / B_out) / (f (G - 1)). The falling side uses the same
     // factor: the busiest receiving GPU can be far hotter (MoE experts), but streams carry the
     // bytes for hot receivers first, so the last, shrinking steps hold bytes for cold ones.
-    [[nodiscard]] double ramp_growth() const {
-        return growth_for(busiest_share(gpu_out_) * std::max(1, topo_.gpus_per_server - 1));
+    [[nodiscard]] double ramp_growth(double ramp) const {
+        return growth_for(busiest_share(gpu_out_) * std::max(1, topo_.gpus_per_server - 1), ramp);
     }
 
     // The factor for the busiest receiving GPU (share f of its server's inbound bytes): of a
     // step's G D landed bytes, f G D are its own and D arrive on its own rail, so f G D - D come
     // over scale-up after the step. 0 unless that is more than the senders' factor allows: then
     // the receivers decide the shape (see shape_steps).
-    [[nodiscard]] double drop_growth() const {
-        const double drop = growth_for(busiest_share(gpu_in_) * topo_.gpus_per_server - 1);
-        return drop < ramp_growth() ? drop : 0.0;
+    [[nodiscard]] double drop_growth(double ramp) const {
+        const double drop = growth_for(busiest_share(gpu_in_) * topo_.gpus_per_server - 1, ramp);
+        return drop < ramp_growth(ramp) ? drop : 0.0;
     }
 
     // The largest share of its server's inter-server bytes that one GPU has in `bytes` (per GPU).
@@ -371,10 +371,10 @@ private:
     }
 
     // How much longer a step may be than its neighbour when `moved` times its bytes cross
-    // scale-up during the `window` steps beside it, at most ramp_ (the call's ramp) of their room.
-    [[nodiscard]] double growth_for(double moved) const {
-        if (ramp_ <= 0) return 0.0;
-        const double room = ramp_ * options_.window * topo_.scale_up_gbps / topo_.scale_out_gbps;
+    // scale-up during the `window` steps beside it, at most `ramp` of their room.
+    [[nodiscard]] double growth_for(double moved, double ramp) const {
+        if (ramp <= 0) return 0.0;
+        const double room = ramp * options_.window * topo_.scale_up_gbps / topo_.scale_out_gbps;
         return std::clamp(room / std::max(moved, 1e-3), 1.5, 16.0);
     }
 
@@ -407,7 +407,8 @@ private:
     [[nodiscard]] double ramp_for(std::int64_t nic_bytes) const {
         constexpr double short_call_alphas = 200; // up to here: `ramp`
         constexpr double long_call_alphas = 400;  // from here: `ramp * long_call_ramp_scale`
-        const double alphas = static_cast<double>(nic_bytes) / static_cast<double>(std::max<std::int64_t>(1, alpha_bytes(1.0)));
+        const double alphas =
+            static_cast<double>(nic_bytes) / static_cast<double>(std::max<std::int64_t>(1, alpha_bytes(1.0)));
         const double toward_long = std::clamp(std::log2(std::max(alphas, 1.0) / short_call_alphas) /
                                                   std::log2(long_call_alphas / short_call_alphas),
                                               0.0, 1.0);
@@ -420,7 +421,6 @@ private:
 
     void make_bottleneck(const traffic_matrix& m) {
         compute_shares(m);
-        ramp_ = options_.ramp;
         const std::int64_t q = choose_quantum(largest_line(server_), 1);
         padded_ = server_;
         detail::quantise(padded_, q);
@@ -430,7 +430,7 @@ private:
         sequence_.resize(stages_.size());
         std::iota(sequence_.begin(), sequence_.end(), std::size_t{0});
         detail::build_uniform_rails(stages_, sequence_, share_, topo_.gpus_per_server, 1, left_, schedule_);
-        const double growth = ramp_growth();
+        const double growth = ramp_growth(options_.ramp);
         detail::shape_steps(schedule_, growth, alpha_bytes(options_.min_step_alphas), 0, schedule_ws_);
         slots_of_.build(schedule_);
         detail::step_lengths(schedule_, step_bytes_);
@@ -441,7 +441,6 @@ private:
         compute_shares(m, false);
         const int g = topo_.gpus_per_server;
         const std::int64_t line = largest_line(pair_);
-        ramp_ = ramp_for(detail::ceil_div(line, static_cast<std::int64_t>(g)));
         const std::int64_t min_step = alpha_bytes(options_.min_step_alphas);
         const std::int64_t max_step = detail::saturate(options_.max_step_share * static_cast<double>(line) / g);
         // Quantum candidates: a coarser quantum pads more but leaves fewer small stages, each
@@ -453,8 +452,9 @@ private:
         const std::int64_t alpha = alpha_bytes(1.0);
         const int choices = options_.quantum > 0 ? 1 : options_.quantum_choices;
         const std::int64_t quantum = choose_quantum(line, g);
-        const double growth = ramp_growth();
-        const double drop = drop_growth();
+        const double ramp = ramp_for(detail::ceil_div(line, static_cast<std::int64_t>(g)));
+        const double growth = ramp_growth(ramp);
+        const double drop = drop_growth(ramp);
         double best = 0;
         double best_factor = 1;
         bool first = true;
@@ -627,7 +627,6 @@ private:
     plan_options options_;
     plan plan_;
     int slice_ = -1; // make_slice: the server whose slice is being emitted
-    double ramp_ = 0; // the ramp of the call being planned (ramp_for)
     // Buffers kept between calls.
     std::vector<std::int64_t> share_;
     std::vector<std::int64_t> server_;

@@ -71,7 +71,7 @@ TEST_CASE("plan -> JSON -> fast-plan verify is OK for every scheduler") {
 }
 
 TEST_CASE("--ramp and --long-call-ramp-scale reach the planner") {
-    // The default workload is a long call (about 1,100 alpha_out per NIC): its ramp is scaled.
+    // The default workload is a long call (about 450 alpha_out per NIC): its ramp is scaled.
     const std::string scaled = temp_path("scaled.json");
     const std::string as_given = temp_path("as_given.json");
     const std::string lower = temp_path("lower.json");

@@ -283,7 +283,7 @@ TEST_CASE("bad options and mismatched matrices are named") {
 TEST_CASE("long calls ramp with ramp times long_call_ramp_scale, short ones with ramp as given") {
     // 4 x 8 on h200: an alpha_out is 500 KB per NIC, so 16 MiB per GPU is a call of about 30
     // alpha_out (under 200: the ramp as given), 192 MiB one of about 330 (between: some of the
-    // scale) and 1 GiB one of about 2,000 (over 400: all of it).
+    // scale) and 1 GiB one of about 1,800 (over 400: all of it).
     const topology t = make_topology(4, 8);
     const plan_options defaults;
     plan_options unscaled;
