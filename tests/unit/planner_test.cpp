@@ -483,6 +483,44 @@ TEST_CASE("a rail-packed candidate stops at its budget, is costed from its step 
     }
 }
 
+TEST_CASE("shaping starts the first step at growth times the edge and ends the last at the edge") {
+    // The first step carries its rails' own bytes, so no edge-long step goes before it; the
+    // last step's redistribution is exposed, so the falling side still ends at the edge.
+    const double growth = 4;
+    const std::int64_t edge = 100;
+    for (const double drop : {0.0, 2.0}) {
+        INFO("drop " << drop);
+        detail::stage_schedule sc;
+        sc.clear(2, 2);
+        const std::size_t swap = sc.add_perm(std::vector<std::int32_t>{1, 0});
+        for (const auto& [step, bytes] : {std::pair{1, std::int64_t{10000}}, std::pair{2, std::int64_t{9000}}})
+            for (std::int32_t rail = 0; rail < 2; ++rail) {
+                const std::size_t b = sc.add_bytes();
+                sc.bytes_of(detail::stage_schedule::slot{0, 0, swap, b})[0] = bytes;
+                sc.bytes_of(detail::stage_schedule::slot{0, 0, swap, b})[1] = bytes;
+                sc.slots.push_back({rail, step, swap, b});
+            }
+        sc.last_step = 2;
+        detail::schedule_workspace ws;
+        ws.length = {0, 10000, 9000};
+        detail::stage_schedule counted;
+        const std::int32_t steps = detail::shape_steps<false>(counted, growth, edge, drop, ws);
+        detail::shape_steps(sc, growth, edge, drop, ws);
+        REQUIRE(steps == sc.last_step);
+        std::vector<std::int64_t> lengths;
+        detail::step_lengths(sc, lengths);
+        CHECK(std::accumulate(lengths.begin(), lengths.end(), std::int64_t{0}) == 19000);
+        CHECK(lengths[1] == 400); // growth * edge, where an edge-long first step would be 100
+        CHECK(lengths.back() == edge);
+        // Rising: each step at most growth times the one before (a quarter over stays whole).
+        const auto peak = static_cast<std::size_t>(std::max_element(lengths.begin(), lengths.end()) - lengths.begin());
+        for (std::size_t k = 2; k <= peak; ++k)
+            CHECK(static_cast<double>(lengths[k]) <= 1.25 * growth * static_cast<double>(lengths[k - 1]));
+        for (std::size_t k = peak + 1; k + 1 < lengths.size(); ++k)
+            CHECK(static_cast<double>(lengths[k]) <= 1.25 * growth * static_cast<double>(lengths[k + 1]));
+    }
+}
+
 TEST_CASE("min_cost_assignment finds the least total cost, as every assignment does") {
     std::mt19937_64 rng(21);
     detail::assignment_workspace ws;

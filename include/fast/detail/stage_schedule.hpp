@@ -483,9 +483,12 @@ inline void step_lengths(const stage_schedule& sc, std::vector<std::int64_t>& le
 /// in the middle and the shortest at both ends (a pyramid), then every step on the rising side
 /// is at most `growth` times its predecessor (balancing for the next step must fit under it)
 /// and every step on the falling side at most `growth` times its successor (redistribution of
-/// the previous step must fit under it), with the first and last steps at most `edge` bytes;
-/// longer steps are split (the split-off part keeps the slot's permutation, each server sending
-/// min(part, its bytes)). A step up to a quarter over its limit stays whole (the ramp's share
+/// the previous step must fit under it), with the last step at most `edge` bytes and the first
+/// at most `growth` times `edge`; longer steps are split (the split-off part keeps the slot's
+/// permutation, each server sending min(part, its bytes)). The first step starts as if an
+/// `edge`-long step came before it: its rails carry their own GPUs' bytes first (assign_rails,
+/// and own-first streams), which need no balancing, so an `edge`-long step before it would hide
+/// little and cost an alpha. A step up to a quarter over its limit stays whole (the ramp's share
 /// leaves that room; a split costs an alpha), and one shorter than `edge` lets the next grow as
 /// much as an `edge`-long one would (a few exposed bytes cost less than further splits).
 ///
@@ -554,13 +557,13 @@ std::int32_t shape_steps(stage_schedule& sc, double growth, std::int64_t edge, d
         }
         ws.length[step] -= std::min(amount, ws.length[step]);
     };
-    // Makes an ascending list of steps grow by at most `growth` from `edge`: the steps of a side
-    // are numbered 1, 2, ... in order (`sign` tells the sides apart until both are known).
+    // Makes an ascending list of steps grow by at most `growth` from `first` bytes: the steps of
+    // a side are numbered 1, 2, ... in order (`sign` tells the sides apart until both are known).
     // Returns how many there are and the length of the last.
-    auto ramp = [&](const std::vector<std::size_t>& side, std::int32_t sign) {
+    auto ramp = [&](const std::vector<std::size_t>& side, std::int32_t sign, std::int64_t first) {
         std::int32_t number = 0;
         std::int64_t last = 0;
-        std::int64_t limit = edge;
+        std::int64_t limit = first;
         for (const std::size_t step : side) {
             while (growth > 1 && length(step) - limit > limit / 4 && limit > 0) {
                 // Carve `limit` off unless that would leave a shorter remainder behind it; then
@@ -584,8 +587,8 @@ std::int32_t shape_steps(stage_schedule& sc, double growth, std::int64_t edge, d
         }
         return std::pair(number, last);
     };
-    const std::int32_t rising = ramp(ws.rising, 1).first;
-    auto [falling, next] = ramp(ws.falling, -1);
+    const std::int32_t rising = ramp(ws.rising, 1, std::max(edge, saturate(growth * static_cast<double>(edge)))).first;
+    auto [falling, next] = ramp(ws.falling, -1, edge);
     if (falling == 0) next = edge;
     // With `drop`, the rising side ends with what is left of the longest step (never empty: a
     // carve leaves a remainder). The step after it takes its redistribution: split parts off
