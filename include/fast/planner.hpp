@@ -491,11 +491,25 @@ private:
             try_factor(center + radius);
         }
         detail::build_rail_packed(best_stages_, pair_, g, min_step, max_step, schedule_, schedule_ws_);
+        unshaped_ = schedule_;
         detail::shape_steps(schedule_, growth, min_step, drop, schedule_ws_);
         // Which rail carries which slot of a step is free: the first step goes to the rails whose
         // GPUs hold its bytes, the falling side's steps to those whose GPUs receive them.
         detail::step_lengths(schedule_, step_bytes_);
-        detail::assign_rails(schedule_, step_bytes_, pair_sent_, pair_received_, schedule_ws_);
+        // The first step needs no balancing before it only as far as its rails' own bytes
+        // cover its slots: where they fall short, it is shaped again no longer than they cover
+        // (never below the edge), since nothing hides a gather before it.
+        detail::assign_rails(schedule_, step_bytes_, pair_sent_, pair_received_, schedule_ws_, detail::rail_steps::first);
+        const detail::first_step_cover cover = detail::cover_of_first_step(schedule_, pair_sent_);
+        if (std::max(cover.own, min_step) < cover.length) {
+            schedule_ = unshaped_;
+            detail::shape_steps(schedule_, growth, min_step, drop, schedule_ws_, std::max(cover.own, min_step));
+            detail::step_lengths(schedule_, step_bytes_);
+            detail::assign_rails(schedule_, step_bytes_, pair_sent_, pair_received_, schedule_ws_);
+        } else {
+            detail::assign_rails(schedule_, step_bytes_, pair_sent_, pair_received_, schedule_ws_,
+                                 detail::rail_steps::falling);
+        }
         // What each rail carries for each pair follows from the schedule.
         slots_of_.build(schedule_);
         const auto us = static_cast<std::size_t>(topo_.servers);
@@ -648,6 +662,7 @@ private:
     std::vector<std::size_t> sequence_;
     std::vector<std::int64_t> step_bytes_;
     detail::stage_schedule schedule_;
+    detail::stage_schedule unshaped_; // the winner's schedule before shaping, to shape again
     detail::stage_schedule candidate_;
     detail::schedule_workspace schedule_ws_;
     detail::stream_slots slots_of_;

@@ -40,13 +40,13 @@ TEST_CASE("all 600 real Megatron matrices: every plan verifies; FAST stays near 
         mean /= static_cast<double>(ratios.size());
         INFO("preset " << to_string(pr) << ": FAST mean " << mean << ", max " << ratios.back()
                        << "; direct mean " << direct_sum / 600);
-        // Guards against regressions, a margin above what the planner reaches today
-        // (docs/performance.md): h200 mean 1.048, p95 1.062, worst 1.089; mi300x mean 1.014,
-        // p95 1.018, worst 1.022.
+        // h200: the planner's targets (mean 1.05, p95 1.06; it reaches 1.0433 and 1.0598,
+        // worst 1.079, docs/performance.md). mi300x: guards a margin above what it reaches
+        // (mean 1.013, p95 1.017, worst 1.020).
         const double p95 = ratios[(ratios.size() * 95 + 99) / 100 - 1]; // as fast-plan --all
-        CHECK(mean <= (pr == preset::h200 ? 1.06 : 1.025));
-        CHECK(p95 <= (pr == preset::h200 ? 1.08 : 1.03));
-        CHECK(ratios.back() <= (pr == preset::h200 ? 1.15 : 1.04));
+        CHECK(mean <= (pr == preset::h200 ? 1.05 : 1.025));
+        CHECK(p95 <= (pr == preset::h200 ? 1.06 : 1.03));
+        CHECK(ratios.back() <= (pr == preset::h200 ? 1.10 : 1.04));
         CHECK(direct_sum / 600 > 2.0); // direct pays for the skew
     }
 }

@@ -521,6 +521,35 @@ TEST_CASE("shaping starts the first step at growth times the edge and ends the l
     }
 }
 
+TEST_CASE("the first step is no longer than its rails' own bytes cover and never below the edge") {
+    // Each GPU sends to each server what (i * 7 + d * 3 + j) % 5 gives, but three of a server's
+    // eight GPUs hold a sixteenth of that for some destinations (as MoE experts' locality
+    // does): a first step as long as growth times the edge would gather for them before it,
+    // where nothing hides a gather.
+    const topology t = make_topology(4, 8);
+    traffic_matrix m(32, 32);
+    for (int r = 0; r < 32; ++r)
+        for (int c = 0; c < 32; ++c) {
+            const int i = r % 8;
+            const int d = c / 8;
+            std::int64_t v = std::int64_t{1 << 20} * (1 + (i * 7 + d * 3 + c % 8) % 5);
+            if ((i + d * 5) % 8 < 3) v /= 16;
+            m(r, c) = v;
+        }
+    planner p(t);
+    const plan& got = p.make(m);
+    fast::test::check_plan(got, m);
+    // The first step is a scale-out step, and everything it sends comes from its senders' own
+    // send buffers.
+    bool any = false;
+    for (const transfer& x : got.step(0))
+        if (x.tier == tier::scale_out) {
+            any = true;
+            CHECK(x.src_buffer == buffer::send);
+        }
+    CHECK(any);
+}
+
 TEST_CASE("min_cost_assignment finds the least total cost, as every assignment does") {
     std::mt19937_64 rng(21);
     detail::assignment_workspace ws;

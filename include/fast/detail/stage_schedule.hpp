@@ -498,11 +498,15 @@ inline void step_lengths(const stage_schedule& sc, std::vector<std::int64_t>& le
 /// the step after it must be at least 1 / `drop` of it (parts of the longest step are split off
 /// after it until it is). Steps are renumbered 1, 2, ...
 ///
+/// `first` > 0 sets the first step's limit instead of `growth` times `edge` (the planner lowers
+/// it where the first step's rails hold too few own bytes; see first_step_cover).
+///
 /// With `materialise` false the shape is only counted, from the step lengths in ws.length
 /// (index 0 unused, every step non-empty: build_rail_packed<false>), and `sc` is left alone.
 /// Returns the number of steps.
 template <bool materialise = true>
-std::int32_t shape_steps(stage_schedule& sc, double growth, std::int64_t edge, double drop, schedule_workspace& ws) {
+std::int32_t shape_steps(stage_schedule& sc, double growth, std::int64_t edge, double drop, schedule_workspace& ws,
+                         std::int64_t first = 0) {
     const auto us = static_cast<std::size_t>(sc.servers);
     ws.order.clear();
     if constexpr (materialise) {
@@ -587,7 +591,8 @@ std::int32_t shape_steps(stage_schedule& sc, double growth, std::int64_t edge, d
         }
         return std::pair(number, last);
     };
-    const std::int32_t rising = ramp(ws.rising, 1, std::max(edge, saturate(growth * static_cast<double>(edge)))).first;
+    if (first <= 0) first = std::max(edge, saturate(growth * static_cast<double>(edge)));
+    const std::int32_t rising = ramp(ws.rising, 1, first).first;
     auto [falling, next] = ramp(ws.falling, -1, edge);
     if (falling == 0) next = edge;
     // With `drop`, the rising side ends with what is left of the longest step (never empty: a
@@ -629,10 +634,14 @@ std::int32_t shape_steps(stage_schedule& sc, double growth, std::int64_t edge, d
 /// only what the steps chosen before left of it (an assignment problem, solved exactly by
 /// min_cost_assignment; O(G^3 + G^2 S) per step). A step keeps its rails unless another choice
 /// covers more. `lengths` are the steps' (step_lengths); `sent` and `received` have an entry
-/// per (s * S + d) * G + i.
+/// per (s * S + d) * G + i. `which` picks the steps: both kinds, or the first or the falling
+/// side's only (the choices are independent: each kind starts from its own bytes).
+/// Which steps assign_rails chooses rails for.
+enum class rail_steps { all, first, falling };
+
 inline void assign_rails(stage_schedule& sc, std::span<const std::int64_t> lengths,
                          std::span<const std::int64_t> sent, std::span<const std::int64_t> received,
-                         schedule_workspace& ws) {
+                         schedule_workspace& ws, rail_steps which = rail_steps::all) {
     if (sc.slots.empty()) return;
     const auto us = static_cast<std::size_t>(sc.servers);
     const auto ug = static_cast<std::size_t>(sc.rails);
@@ -736,11 +745,41 @@ inline void assign_rails(stage_schedule& sc, std::span<const std::int64_t> lengt
             }
         }
     };
-    ws.cover.assign(received.begin(), received.end());
-    for (std::size_t k = ws.begin.size() - 2; k > peak; --k)
-        if (lengths[k] <= lengths[peak] / 2) choose(k);
-    ws.cover.assign(sent.begin(), sent.end());
-    choose(1);
+    if (which != rail_steps::first) {
+        ws.cover.assign(received.begin(), received.end());
+        for (std::size_t k = ws.begin.size() - 2; k > peak; --k)
+            if (lengths[k] <= lengths[peak] / 2) choose(k);
+    }
+    if (which != rail_steps::falling) {
+        ws.cover.assign(sent.begin(), sent.end());
+        choose(1);
+    }
+}
+
+/// What the first step's rails can send without a gather before it: the least, over its slots
+/// and the servers that send in them, of what the slot's GPU itself sends to the slot's
+/// destination (`sent`, as for assign_rails), and the step's length. A slot longer than its
+/// GPU's own bytes gathers the rest before the first step, where nothing hides it.
+struct first_step_cover {
+    std::int64_t own = INT64_MAX;
+    std::int64_t length = 0;
+};
+
+inline first_step_cover cover_of_first_step(const stage_schedule& sc, std::span<const std::int64_t> sent) {
+    const auto us = static_cast<std::size_t>(sc.servers);
+    const auto ug = static_cast<std::size_t>(sc.rails);
+    first_step_cover c;
+    for (const auto& x : sc.slots) {
+        if (x.step != 1) continue;
+        const auto perm = sc.perm_of(x);
+        const auto bytes = sc.bytes_of(x);
+        for (std::size_t s = 0; s < us; ++s) {
+            if (bytes[s] == 0) continue;
+            c.length = std::max(c.length, bytes[s]);
+            c.own = std::min(c.own, sent[(s * us + static_cast<std::size_t>(perm[s])) * ug + static_cast<std::size_t>(x.rail)]);
+        }
+    }
+    return c;
 }
 
 /// Divides every entry of the n x n matrix `a` by `quantum`, rounding up.
