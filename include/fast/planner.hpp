@@ -499,7 +499,8 @@ private:
         // The first step needs no balancing before it only as far as its rails' own bytes
         // cover its slots: where they fall short, it is shaped again no longer than they cover
         // (never below the edge), since nothing hides a gather before it.
-        detail::assign_rails(schedule_, step_bytes_, pair_sent_, pair_received_, schedule_ws_, detail::rail_steps::first);
+        detail::assign_rails(schedule_, step_bytes_, pair_sent_, pair_received_, schedule_ws_,
+                             detail::rail_steps::first);
         const detail::first_step_cover cover = detail::cover_of_first_step(schedule_, pair_sent_);
         if (std::max(cover.own, min_step) < cover.length) {
             schedule_ = unshaped_;

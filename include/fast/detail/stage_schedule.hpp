@@ -499,7 +499,7 @@ inline void step_lengths(const stage_schedule& sc, std::vector<std::int64_t>& le
 /// after it until it is). Steps are renumbered 1, 2, ...
 ///
 /// `first` > 0 sets the first step's limit instead of `growth` times `edge` (the planner lowers
-/// it where the first step's rails hold too few own bytes; see first_step_cover).
+/// it where the first step's rails hold too few own bytes; see cover_of_first_step).
 ///
 /// With `materialise` false the shape is only counted, from the step lengths in ws.length
 /// (index 0 unused, every step non-empty: build_rail_packed<false>), and `sc` is left alone.
@@ -618,6 +618,9 @@ std::int32_t shape_steps(stage_schedule& sc, double growth, std::int64_t edge, d
     return rising + falling;
 }
 
+/// Which steps assign_rails chooses rails for.
+enum class rail_steps { all, first, falling };
+
 /// Chooses which rail carries which slot in some steps of a rail-packed schedule. Within a step
 /// every rail is an independent one-to-one fabric and the slots have one length, so any
 /// one-to-one choice keeps the step's scale-out time and every pair's bytes; what it changes is
@@ -636,9 +639,6 @@ std::int32_t shape_steps(stage_schedule& sc, double growth, std::int64_t edge, d
 /// covers more. `lengths` are the steps' (step_lengths); `sent` and `received` have an entry
 /// per (s * S + d) * G + i. `which` picks the steps: both kinds, or the first or the falling
 /// side's only (the choices are independent: each kind starts from its own bytes).
-/// Which steps assign_rails chooses rails for.
-enum class rail_steps { all, first, falling };
-
 inline void assign_rails(stage_schedule& sc, std::span<const std::int64_t> lengths,
                          std::span<const std::int64_t> sent, std::span<const std::int64_t> received,
                          schedule_workspace& ws, rail_steps which = rail_steps::all) {
@@ -776,7 +776,8 @@ inline first_step_cover cover_of_first_step(const stage_schedule& sc, std::span<
         for (std::size_t s = 0; s < us; ++s) {
             if (bytes[s] == 0) continue;
             c.length = std::max(c.length, bytes[s]);
-            c.own = std::min(c.own, sent[(s * us + static_cast<std::size_t>(perm[s])) * ug + static_cast<std::size_t>(x.rail)]);
+            const std::size_t pair = s * us + static_cast<std::size_t>(perm[s]);
+            c.own = std::min(c.own, sent[pair * ug + static_cast<std::size_t>(x.rail)]);
         }
     }
     return c;
