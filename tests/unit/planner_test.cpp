@@ -521,6 +521,53 @@ TEST_CASE("shaping starts the first step at growth times the edge and ends the l
     }
 }
 
+TEST_CASE("shaping ends the schedule with a step shorter than the edge instead of starting with it") {
+    // A decomposition's last stage can leave a step far shorter than the edge. First, it would
+    // leave the step after it no room to hide that step's balancing; last, it costs the same
+    // alpha and exposes only its own bytes.
+    const double growth = 4;
+    const std::int64_t edge = 100;
+    detail::stage_schedule sc;
+    sc.clear(2, 2);
+    const std::size_t swap = sc.add_perm(std::vector<std::int32_t>{1, 0});
+    const std::vector<std::int64_t> unshaped{0, 10000, 9000, 30};
+    for (std::int32_t step = 1; step <= 3; ++step)
+        for (std::int32_t rail = 0; rail < 2; ++rail) {
+            const std::size_t b = sc.add_bytes();
+            sc.bytes_of(detail::stage_schedule::slot{0, 0, swap, b})[0] = unshaped[static_cast<std::size_t>(step)];
+            sc.bytes_of(detail::stage_schedule::slot{0, 0, swap, b})[1] = unshaped[static_cast<std::size_t>(step)];
+            sc.slots.push_back({rail, step, swap, b});
+        }
+    sc.last_step = 3;
+    detail::schedule_workspace ws;
+    ws.length = unshaped;
+    detail::stage_schedule counted;
+    const std::int32_t steps = detail::shape_steps<false>(counted, growth, edge, 0.0, ws);
+    detail::shape_steps(sc, growth, edge, 0.0, ws);
+    REQUIRE(steps == sc.last_step);
+    std::vector<std::int64_t> lengths;
+    detail::step_lengths(sc, lengths);
+    CHECK(std::accumulate(lengths.begin(), lengths.end(), std::int64_t{0}) == 19030);
+    CHECK(lengths[1] == 400); // growth * edge: the short step is not first
+    CHECK(lengths.back() == 30);
+}
+
+TEST_CASE("zipf:0.8 plans predict within 1.03 of the bound at 4 x 8 and 8 x 8, on 40 seeds each") {
+    // The issue's quality targets for these sizes, beyond the one seed fast-plan uses by
+    // default: a short first step once left seed 30 at 8 x 8 at 1.037.
+    for (const int servers : {4, 8}) {
+        const topology t = make_topology(servers, 8);
+        planner p(t);
+        for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+            const traffic_matrix m = make_zipf(t, 0.8, std::int64_t{1} << 28, seed);
+            const plan& got = p.make(m);
+            fast::test::check_plan(got, m);
+            INFO(servers << " servers, seed " << seed);
+            CHECK(predict_us(got) / lower_bound_us(m, t) <= 1.03);
+        }
+    }
+}
+
 TEST_CASE("the first step is no longer than its rails' own bytes cover and never below the edge") {
     // Each GPU sends to each server what (i * 7 + d * 3 + j) % 5 gives, but three of a server's
     // eight GPUs hold a sixteenth of that for some destinations (as MoE experts' locality

@@ -488,9 +488,11 @@ inline void step_lengths(const stage_schedule& sc, std::vector<std::int64_t>& le
 /// permutation, each server sending min(part, its bytes)). The first step starts as if an
 /// `edge`-long step came before it: its rails carry their own GPUs' bytes first (assign_rails,
 /// and own-first streams), which need no balancing, so an `edge`-long step before it would hide
-/// little and cost an alpha. A step up to a quarter over its limit stays whole (the ramp's share
-/// leaves that room; a split costs an alpha), and one shorter than `edge` lets the next grow as
-/// much as an `edge`-long one would (a few exposed bytes cost less than further splits).
+/// little and cost an alpha. For the same reason a step shorter than `edge` (a decomposition's
+/// last stage can leave one) ends the schedule rather than starting it, where a longer step can
+/// start it. A step up to a quarter over its limit stays whole (the ramp's share leaves that
+/// room; a split costs an alpha), and one shorter than `edge` lets the next grow as much as an
+/// `edge`-long one would (a few exposed bytes cost less than further splits).
 ///
 /// With `drop` > 0 the receivers are hotter than the senders. Streams carry the bytes of hot
 /// receivers first, so the early steps are the ones with redistribution to expose: the longest
@@ -535,6 +537,13 @@ std::int32_t shape_steps(stage_schedule& sc, double growth, std::int64_t edge, d
         ws.falling.assign(ws.order.begin(), ws.order.end() - 1);
     } else {
         for (std::size_t j = 0; j < ws.order.size(); ++j) (j % 2 == 0 ? ws.rising : ws.falling).push_back(ws.order[j]);
+        // A step shorter than `edge` ends the schedule rather than starting it: first, it would
+        // leave the next step's balancing a step too short to hide it; last, it exposes at most
+        // its own few bytes.
+        if (ws.rising.size() > 1 && length(ws.rising.front()) < edge) {
+            ws.falling.insert(ws.falling.begin(), ws.rising.front());
+            ws.rising.erase(ws.rising.begin());
+        }
     }
     // rising is ascending; falling (ascending too) is walked from the end backwards.
     // The peak (the longest step) belongs to the rising side; the falling side ramps towards the
