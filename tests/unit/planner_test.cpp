@@ -483,6 +483,37 @@ TEST_CASE("a rail-packed candidate stops at its budget, is costed from its step 
     }
 }
 
+namespace {
+
+// Shapes a schedule of 2 servers swapping over 2 rails whose steps have the given lengths
+// (index 0 unused), after checking that counting the shape (shape_steps<false>) gives the same
+// step count; returns the shaped steps' lengths (index 0 unused).
+std::vector<std::int64_t> shaped_two_server_lengths(const std::vector<std::int64_t>& unshaped, double growth,
+                                                    std::int64_t edge, double drop) {
+    detail::stage_schedule sc;
+    sc.clear(2, 2);
+    const std::size_t swap = sc.add_perm(std::vector<std::int32_t>{1, 0});
+    for (std::size_t step = 1; step < unshaped.size(); ++step)
+        for (std::int32_t rail = 0; rail < 2; ++rail) {
+            const std::size_t b = sc.add_bytes();
+            sc.bytes_of(detail::stage_schedule::slot{0, 0, swap, b})[0] = unshaped[step];
+            sc.bytes_of(detail::stage_schedule::slot{0, 0, swap, b})[1] = unshaped[step];
+            sc.slots.push_back({rail, static_cast<std::int32_t>(step), swap, b});
+        }
+    sc.last_step = static_cast<std::int32_t>(unshaped.size() - 1);
+    detail::schedule_workspace ws;
+    ws.length = unshaped;
+    detail::stage_schedule counted;
+    const std::int32_t steps = detail::shape_steps<false>(counted, growth, edge, drop, ws);
+    detail::shape_steps(sc, growth, edge, drop, ws);
+    REQUIRE(steps == sc.last_step);
+    std::vector<std::int64_t> lengths;
+    detail::step_lengths(sc, lengths);
+    return lengths;
+}
+
+} // namespace
+
 TEST_CASE("shaping starts the first step at growth times the edge and ends the last at the edge") {
     // The first step carries its rails' own bytes, so no edge-long step goes before it; the
     // last step's redistribution is exposed, so the falling side still ends at the edge.
@@ -490,25 +521,7 @@ TEST_CASE("shaping starts the first step at growth times the edge and ends the l
     const std::int64_t edge = 100;
     for (const double drop : {0.0, 2.0}) {
         INFO("drop " << drop);
-        detail::stage_schedule sc;
-        sc.clear(2, 2);
-        const std::size_t swap = sc.add_perm(std::vector<std::int32_t>{1, 0});
-        for (const auto& [step, bytes] : {std::pair{1, std::int64_t{10000}}, std::pair{2, std::int64_t{9000}}})
-            for (std::int32_t rail = 0; rail < 2; ++rail) {
-                const std::size_t b = sc.add_bytes();
-                sc.bytes_of(detail::stage_schedule::slot{0, 0, swap, b})[0] = bytes;
-                sc.bytes_of(detail::stage_schedule::slot{0, 0, swap, b})[1] = bytes;
-                sc.slots.push_back({rail, step, swap, b});
-            }
-        sc.last_step = 2;
-        detail::schedule_workspace ws;
-        ws.length = {0, 10000, 9000};
-        detail::stage_schedule counted;
-        const std::int32_t steps = detail::shape_steps<false>(counted, growth, edge, drop, ws);
-        detail::shape_steps(sc, growth, edge, drop, ws);
-        REQUIRE(steps == sc.last_step);
-        std::vector<std::int64_t> lengths;
-        detail::step_lengths(sc, lengths);
+        const std::vector<std::int64_t> lengths = shaped_two_server_lengths({0, 10000, 9000}, growth, edge, drop);
         CHECK(std::accumulate(lengths.begin(), lengths.end(), std::int64_t{0}) == 19000);
         CHECK(lengths[1] == 400); // growth * edge, where an edge-long first step would be 100
         CHECK(lengths.back() == edge);
@@ -525,28 +538,7 @@ TEST_CASE("shaping ends the schedule with a step shorter than the edge instead o
     // A decomposition's last stage can leave a step far shorter than the edge. First, it would
     // leave the step after it no room to hide that step's balancing; last, it costs the same
     // alpha and exposes only its own bytes.
-    const double growth = 4;
-    const std::int64_t edge = 100;
-    detail::stage_schedule sc;
-    sc.clear(2, 2);
-    const std::size_t swap = sc.add_perm(std::vector<std::int32_t>{1, 0});
-    const std::vector<std::int64_t> unshaped{0, 10000, 9000, 30};
-    for (std::int32_t step = 1; step <= 3; ++step)
-        for (std::int32_t rail = 0; rail < 2; ++rail) {
-            const std::size_t b = sc.add_bytes();
-            sc.bytes_of(detail::stage_schedule::slot{0, 0, swap, b})[0] = unshaped[static_cast<std::size_t>(step)];
-            sc.bytes_of(detail::stage_schedule::slot{0, 0, swap, b})[1] = unshaped[static_cast<std::size_t>(step)];
-            sc.slots.push_back({rail, step, swap, b});
-        }
-    sc.last_step = 3;
-    detail::schedule_workspace ws;
-    ws.length = unshaped;
-    detail::stage_schedule counted;
-    const std::int32_t steps = detail::shape_steps<false>(counted, growth, edge, 0.0, ws);
-    detail::shape_steps(sc, growth, edge, 0.0, ws);
-    REQUIRE(steps == sc.last_step);
-    std::vector<std::int64_t> lengths;
-    detail::step_lengths(sc, lengths);
+    const std::vector<std::int64_t> lengths = shaped_two_server_lengths({0, 10000, 9000, 30}, 4, 100, 0.0);
     CHECK(std::accumulate(lengths.begin(), lengths.end(), std::int64_t{0}) == 19030);
     CHECK(lengths[1] == 400); // growth * edge: the short step is not first
     CHECK(lengths.back() == 30);
