@@ -502,9 +502,9 @@ private:
         detail::assign_rails(schedule_, step_bytes_, pair_sent_, pair_received_, schedule_ws_,
                              detail::rail_steps::first);
         const detail::first_step_cover cover = detail::cover_of_first_step(schedule_, pair_sent_);
-        if (std::max(cover.own, min_step) < cover.length) {
+        if (const std::int64_t cap = std::max(cover.own, min_step); cap < cover.length) {
             schedule_ = unshaped_;
-            detail::shape_steps(schedule_, growth, min_step, drop, schedule_ws_, std::max(cover.own, min_step));
+            detail::shape_steps(schedule_, growth, min_step, drop, schedule_ws_, cap);
             detail::step_lengths(schedule_, step_bytes_);
             detail::assign_rails(schedule_, step_bytes_, pair_sent_, pair_received_, schedule_ws_);
         } else {
