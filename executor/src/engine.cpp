@@ -328,13 +328,33 @@ std::string operation::pending_summary() const {
             if (const op* o = op_of(k); o != nullptr && o->kind == op_kind::send && paced(*o))
                 for (std::size_t j = 0; j < credit_in_peer_.size(); ++j)
                     waiting = waiting || (credit_in_peer_[j] == o->peer && !credit_taken_[j]);
-            if (waiting && ++open <= 3) list += (open > 1 ? "; " : "") + describe_slot(k);
+            if (waiting && ++open <= 3) {
+                list += (open > 1 ? "; " : "") + describe_slot(k);
+                // A receive whose message sits unmatched would be UCX's fault, not the peer's.
+                std::uint64_t tag = 0;
+                std::size_t length = 0;
+                if (const op* o = op_of(k); o != nullptr && o->kind == op_kind::recv &&
+                                            worker_.probe_unexpected(make_tag(seq_, o->tag), ~std::uint64_t{0}, tag, length))
+                    list += " [its message arrived and waits unmatched]";
+            }
         }
         if (open == 0 && copies_pending_) list = "local device copies";
+        // A data message nobody here asked for: a peer running another plan or call, or a tag
+        // the two sides computed differently.
+        std::string stray;
+        std::uint64_t tag = 0;
+        std::size_t length = 0;
+        if (worker_.probe_unexpected(0, tag_control, tag, length)) {
+            const std::uint64_t seq = (tag >> tag_seq_shift) & tag_seq_mask;
+            stray = "; unmatched here: a message of " + std::to_string(length) + " bytes for transfer " +
+                    std::to_string((tag >> tag_piece_bits) & ((std::uint64_t{1} << tag_transfer_bits) - 1)) +
+                    " piece " + std::to_string(tag & 0xffff) +
+                    (seq == (seq_ & tag_seq_mask) ? " of this call" : " of call " + std::to_string(seq) + " (mod 2^15)");
+        }
         return "step " + std::to_string(prog_->ops[first].step + 1) + " of " +
                std::to_string(prog_->plan_steps) + " did not complete within " + ms + " ms; waiting for " +
                std::to_string(open) + " of " + std::to_string(block_.slots.size()) + " messages: " + list +
-               (open > 3 ? "; ..." : "");
+               (open > 3 ? "; ..." : "") + stray;
     } catch (...) {
         return "(out of memory describing the pending transfers)";
     }

@@ -193,6 +193,15 @@ ucs_status_t worker::recv(void* buffer, std::size_t count, bool iov, std::uint64
     return track(ucp_tag_recv_nbx(worker_, buffer, count, tag, ~std::uint64_t{0}, &param), slot);
 }
 
+bool worker::probe_unexpected(std::uint64_t tag, std::uint64_t mask, std::uint64_t& tag_out,
+                              std::size_t& length) noexcept {
+    ucp_tag_recv_info_t info{};
+    if (ucp_tag_probe_nb(worker_, tag, mask, 0, &info) == nullptr) return false;
+    tag_out = info.sender_tag;
+    length = info.length;
+    return true;
+}
+
 ucs_status_t worker::flush_all(op_slot& slot) noexcept {
     prepare(slot);
     ucp_request_param_t param{};

@@ -76,6 +76,10 @@ public:
                       op_slot& slot, bool host = false) noexcept;
     ucs_status_t recv(void* buffer, std::size_t count, bool iov, std::uint64_t tag,
                       op_slot& slot, bool host = false) noexcept;
+    /// Whether a message whose tag matches `tag` under `mask` arrived and waits unmatched
+    /// (ucp_tag_probe_nb; it stays queued); its tag and length go to `tag_out` and `length`.
+    bool probe_unexpected(std::uint64_t tag, std::uint64_t mask, std::uint64_t& tag_out,
+                          std::size_t& length) noexcept;
     /// Flushes every endpoint of the worker.
     ucs_status_t flush_all(op_slot& slot) noexcept;
     /// Cancels an outstanding receive (its slot completes, usually with UCS_ERR_CANCELED).

@@ -21,6 +21,7 @@
 #include "exec_support.hpp"
 #include "hosts.hpp"
 #include "program.hpp"
+#include "worker.hpp"
 
 using namespace fast::exec;
 using namespace exec_test;
@@ -390,6 +391,48 @@ TEST_CASE("creation reports bad configurations and missing device support") {
     CHECK(std::string(s.message()).find("does not divide") != std::string::npos);
 
     CHECK(create(bootstrap{}, config{}, comm).code() == errc::invalid_argument);
+}
+
+TEST_CASE("a message nobody receives is found by its tag and stays queued") {
+    using namespace fast::exec::detail;
+    worker w[2];
+    std::vector<unsigned char> address[2];
+    for (int r = 0; r < 2; ++r) {
+        REQUIRE(w[r].init(r, 2, UCS_MEMORY_TYPE_HOST, false) == "");
+        REQUIRE(w[r].address(address[r]) == "");
+    }
+    for (int r = 0; r < 2; ++r)
+        REQUIRE(w[r].connect({address[0].data(), address[1].data()}, {1, 1}) == "");
+    const std::uint64_t tag = make_tag(7, (std::uint64_t{3} << tag_piece_bits) | 2);
+    const char payload[] = "stray";
+    op_slot sent;
+    REQUIRE(w[0].send(1, payload, sizeof payload, false, tag, sent, true) != UCS_ERR_NO_MEMORY);
+    std::uint64_t seen = 0;
+    std::size_t length = 0;
+    bool found = false;
+    for (int k = 0; k < 1000000 && !(found && sent.done); ++k) {
+        (void)w[0].progress();
+        (void)w[1].progress();
+        found = w[1].probe_unexpected(tag, ~std::uint64_t{0}, seen, length);
+    }
+    REQUIRE(found);
+    CHECK(sent.status == UCS_OK);
+    CHECK(seen == tag);
+    CHECK(length == sizeof payload);
+    // Any data tag finds it; another piece, another call or a control tag does not.
+    CHECK(w[1].probe_unexpected(0, tag_control, seen, length));
+    CHECK_FALSE(w[1].probe_unexpected(tag + 1, ~std::uint64_t{0}, seen, length));
+    CHECK_FALSE(w[1].probe_unexpected(make_tag(8, 0), tag_control | (tag_seq_mask << tag_seq_shift), seen, length));
+    CHECK_FALSE(w[1].probe_unexpected(tag_control, tag_control, seen, length));
+    // Probing leaves it queued: a receive still gets it.
+    char got[sizeof payload] = {};
+    op_slot received;
+    (void)w[1].recv(got, sizeof got, false, tag, received, true);
+    for (int k = 0; k < 1000000 && !received.done; ++k) (void)w[1].progress();
+    REQUIRE(received.done);
+    CHECK(received.status == UCS_OK);
+    CHECK(std::string(got) == "stray");
+    CHECK_FALSE(w[1].probe_unexpected(0, 0, seen, length));
 }
 
 TEST_CASE("ranks as threads: the callback bootstrap, both schedulers, skewed non-packed traffic") {
