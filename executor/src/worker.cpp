@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 namespace fast::exec::detail {
@@ -65,6 +66,17 @@ std::string worker::init(int rank, int size, ucs_memory_type_t memory_type, bool
     if (eager && (s = ucp_config_modify(config, "RNDV_THRESH", "inf")) != UCS_OK) {
         ucp_config_release(config);
         return "ucp_config_modify(RNDV_THRESH=inf) failed: " + ucx_error(s);
+    }
+    // Device memory: UCX before 1.16 defaults to its original protocols, whose rendezvous
+    // pipeline through host fragments stalled transfers for good on a GPU (docs/executor.md,
+    // "On a GPU"); its new protocols, the default from 1.16, did not. A user's
+    // UCX_PROTO_ENABLE still decides.
+    unsigned major = 0, minor = 0, release = 0;
+    ucp_get_version(&major, &minor, &release);
+    if (memory_type != UCS_MEMORY_TYPE_HOST && (major == 1 && minor < 16) && std::getenv("UCX_PROTO_ENABLE") == nullptr &&
+        (s = ucp_config_modify(config, "PROTO_ENABLE", "y")) != UCS_OK) {
+        ucp_config_release(config);
+        return "ucp_config_modify(PROTO_ENABLE=y) failed: " + ucx_error(s);
     }
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
