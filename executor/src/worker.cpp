@@ -67,13 +67,13 @@ std::string worker::init(int rank, int size, ucs_memory_type_t memory_type, bool
         ucp_config_release(config);
         return "ucp_config_modify(RNDV_THRESH=inf) failed: " + ucx_error(s);
     }
-    // Device memory: UCX before 1.16 defaults to its original protocols, whose rendezvous
+    // CUDA memory: UCX before 1.16 defaults to its original protocols, whose rendezvous
     // pipeline through host fragments stalled transfers for good on a GPU (docs/executor.md,
-    // "On a GPU"); its new protocols, the default from 1.16, did not. A user's
-    // UCX_PROTO_ENABLE still decides.
+    // "On a GPU"); its new protocols, the default from 1.16, did not. ROCm memory has run on
+    // neither, so it keeps UCX's default. A user's UCX_PROTO_ENABLE still decides.
     unsigned major = 0, minor = 0, release = 0;
     ucp_get_version(&major, &minor, &release);
-    if (memory_type != UCS_MEMORY_TYPE_HOST && (major == 1 && minor < 16) && std::getenv("UCX_PROTO_ENABLE") == nullptr &&
+    if (memory_type == UCS_MEMORY_TYPE_CUDA && (major == 1 && minor < 16) && std::getenv("UCX_PROTO_ENABLE") == nullptr &&
         (s = ucp_config_modify(config, "PROTO_ENABLE", "y")) != UCS_OK) {
         ucp_config_release(config);
         return "ucp_config_modify(PROTO_ENABLE=y) failed: " + ucx_error(s);
