@@ -17,8 +17,8 @@ std::string describe(const op& o) {
     s += std::to_string(o.bytes) + " bytes";
     if (o.kind == op_kind::send) s += " to rank " + std::to_string(o.peer);
     if (o.kind == op_kind::recv) s += " from rank " + std::to_string(o.peer);
-    s += " (transfer " + std::to_string(o.tag >> tag_piece_bits);
-    if ((o.tag & 0xffff) != 0) s += " piece " + std::to_string(o.tag & 0xffff);
+    s += " (transfer " + std::to_string(tag_transfer(o.tag));
+    if (tag_piece(o.tag) != 0) s += " piece " + std::to_string(tag_piece(o.tag));
     return s + ")";
 }
 
@@ -345,11 +345,10 @@ std::string operation::pending_summary() const {
         std::uint64_t tag = 0;
         std::size_t length = 0;
         if (worker_.probe_unexpected(0, tag_control, tag, length)) {
-            const std::uint64_t seq = (tag >> tag_seq_shift) & tag_seq_mask;
+            const std::uint64_t seq = tag_seq(tag);
             stray = "; unmatched here: a message of " + std::to_string(length) + " bytes for transfer " +
-                    std::to_string((tag >> tag_piece_bits) & ((std::uint64_t{1} << tag_transfer_bits) - 1)) +
-                    " piece " + std::to_string(tag & 0xffff) +
-                    (seq == (seq_ & tag_seq_mask) ? " of this call" : " of call " + std::to_string(seq) + " (mod 2^15)");
+                    std::to_string(tag_transfer(tag)) + " piece " + std::to_string(tag_piece(tag)) +
+                    (seq == tag_seq(make_tag(seq_, 0)) ? " of this call" : " of call " + std::to_string(seq) + " (mod 2^15)");
         }
         return "step " + std::to_string(prog_->ops[first].step + 1) + " of " +
                std::to_string(prog_->plan_steps) + " did not complete within " + ms + " ms; waiting for " +

@@ -55,6 +55,15 @@ enum class control : std::uint64_t { hello = 1, ready = 2, counts = 3, scratch =
     return ((seq & tag_seq_mask) << tag_seq_shift) | low;
 }
 
+// The fields of a data tag (make_tag), for messages that name it.
+[[nodiscard]] constexpr std::uint64_t tag_seq(std::uint64_t tag) noexcept { return (tag >> tag_seq_shift) & tag_seq_mask; }
+[[nodiscard]] constexpr std::uint64_t tag_transfer(std::uint64_t tag) noexcept {
+    return (tag >> tag_piece_bits) & ((std::uint64_t{1} << tag_transfer_bits) - 1);
+}
+[[nodiscard]] constexpr std::uint64_t tag_piece(std::uint64_t tag) noexcept {
+    return tag & ((std::uint64_t{1} << tag_piece_bits) - 1);
+}
+
 [[nodiscard]] constexpr std::uint64_t make_control_tag(control kind, std::uint64_t seq, int sender) noexcept {
     return tag_control | (static_cast<std::uint64_t>(kind) << 56) | ((seq & 0xffffff) << 32) |
            static_cast<std::uint32_t>(sender);

@@ -419,6 +419,9 @@ TEST_CASE("a message nobody receives is found by its tag and stays queued") {
     CHECK(sent.status == UCS_OK);
     CHECK(seen == tag);
     CHECK(length == sizeof payload);
+    CHECK(tag_seq(seen) == 7);
+    CHECK(tag_transfer(seen) == 3);
+    CHECK(tag_piece(seen) == 2);
     // Any data tag finds it; another piece, another call or a control tag does not.
     CHECK(w[1].probe_unexpected(0, tag_control, seen, length));
     CHECK_FALSE(w[1].probe_unexpected(tag + 1, ~std::uint64_t{0}, seen, length));
