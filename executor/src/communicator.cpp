@@ -22,7 +22,7 @@ namespace {
 using clock = std::chrono::steady_clock;
 
 constexpr std::uint64_t wire_magic = 0x4641535445584543ull; // "FASTEXEC"
-constexpr std::uint32_t wire_version = 2;
+constexpr std::uint32_t wire_version = 3;
 
 template <std::size_t N>
 void put_text(char (&dst)[N], std::string_view s) noexcept {
@@ -282,11 +282,14 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
     if (status s = gather(&rep, sizeof rep, all); !s.ok()) return s;
     if (status s = first_error<report>(all, sizeof(report), size_, prefix.c_str()); !s.ok()) return s;
 
+    if (size_ > max_ranks)
+        return status(errc::invalid_argument, prefix + std::to_string(size_) + " ranks, more than the " +
+                                                  std::to_string(max_ranks) + " a message tag can name");
     fast::plan_options options;
     options.scheduler = cfg.scheduler == exec::scheduler::direct ? fast::scheduler::direct : fast::scheduler::fast;
+    options.split_blocks = single_segments();
     planner_ = std::make_unique<fast::planner>(topo_, options);
     op_ = std::make_unique<operation>(worker_, *memory_, cfg_.timeout, rank_, credits());
-    capacity_of_.assign(static_cast<std::size_t>(size_), 0);
     const auto ur = static_cast<std::size_t>(size_);
     sendcounts_of_.resize(ur * ur);
     return {};
@@ -624,58 +627,45 @@ status communicator_impl::plan_matrix() {
             matrix_(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) =
                 static_cast<std::int64_t>(sendcounts_of_[i * ur + j]);
     try {
-        plan_ = &planner_->make(matrix_);
+        rank_plan_ = &planner_->make_rank(matrix_, rank_);
     } catch (const fast::invalid_argument& e) {
         return status(errc::invalid_argument, std::string("the traffic cannot be planned: ") + e.what());
     }
-    layout_ = fast::make_packed_layout(matrix_);
-    view_ = fast::make_rank_view(*plan_);
     have_plan_ = true;
     ++stats_.plans_made;
-    stats_.last_plan_steps = plan_->steps();
+    stats_.last_plan_steps = rank_plan_->steps;
     return {};
 }
 
-// Grows scratch where the plan needs more than a rank has. Every rank knows every rank's
-// capacity, so all ranks agree whether a round is needed; the round tells everyone whether
-// every allocation succeeded before any transfer starts.
-status communicator_impl::ensure_scratch(std::uint64_t seq) {
-    bool round = false;
-    for (int r = 0; r < size_; ++r)
-        if (static_cast<std::uint64_t>(plan_->scratch_bytes[static_cast<std::size_t>(r)]) > capacity_of_[static_cast<std::size_t>(r)])
-            round = true;
-    if (!round) return {};
-    const auto need = static_cast<std::uint64_t>(plan_->scratch_bytes[static_cast<std::size_t>(rank_)]);
-    report rep{};
-    if (need > scratch_capacity_) {
-        // Grow by at least half, to settle after a few calls; fall back to the exact need.
-        const std::uint64_t grown = scratch_capacity_ + scratch_capacity_ / 2;
-        std::string error;
-        void* p = nullptr;
-        std::uint64_t size = need;
-        if (grown > need) {
-            size = grown;
-            p = memory_->allocate(static_cast<std::size_t>(grown), error);
-        }
-        if (p == nullptr) {
-            size = need;
-            p = need > std::numeric_limits<std::size_t>::max() ? nullptr : memory_->allocate(static_cast<std::size_t>(need), error);
-        }
-        if (p != nullptr) {
-            if (scratch_ != nullptr) memory_->release(scratch_);
-            scratch_ = p;
-            scratch_capacity_ = size;
-        } else {
-            rep.error = static_cast<std::int32_t>(errc::out_of_memory);
-            put_text(rep.text, "cannot allocate the plan's scratch: " + error);
-        }
+// Grows this rank's scratch where its program needs more (by at least half, to settle after a
+// few calls; else exactly). A rank that cannot allocate tells its peers, which then fail instead
+// of waiting for it.
+status communicator_impl::ensure_scratch() {
+    const auto need = static_cast<std::uint64_t>(rank_plan_->scratch_bytes);
+    if (need <= scratch_capacity_) return {};
+    const std::uint64_t grown = scratch_capacity_ + scratch_capacity_ / 2;
+    std::string error;
+    void* p = nullptr;
+    std::uint64_t size = need;
+    if (grown > need) {
+        size = grown;
+        p = memory_->allocate(static_cast<std::size_t>(grown), error);
     }
-    rep.capacity = scratch_capacity_;
-    std::vector<unsigned char> all;
-    if (status s = exchange(control::scratch, seq, &rep, sizeof rep, all, "agreeing on scratch"); !s.ok()) return s;
-    for (int r = 0; r < size_; ++r) capacity_of_[static_cast<std::size_t>(r)] = entry<report>(all, sizeof(report), r).capacity;
+    if (p == nullptr) {
+        size = need;
+        p = need > std::numeric_limits<std::size_t>::max() ? nullptr : memory_->allocate(static_cast<std::size_t>(need), error);
+    }
+    if (p == nullptr) {
+        const status failure(errc::out_of_memory, "rank " + std::to_string(rank_) + ": cannot allocate the plan's " +
+                                                      std::to_string(need) + " bytes of scratch: " + error);
+        mark_failed(failure);
+        return failure;
+    }
+    if (scratch_ != nullptr) memory_->release(scratch_);
+    scratch_ = p;
+    scratch_capacity_ = size;
     stats_.scratch_bytes = scratch_capacity_;
-    return first_error<report>(all, sizeof(report), size_, "");
+    return {};
 }
 
 // An exception in the middle of a call (out of host memory) leaves this rank out of step with
@@ -717,21 +707,27 @@ status communicator_impl::prepare_steps(call_kind kind, const call_args& a, std:
     }
     if (status s = agree(kind, seq, a, std::move(local)); !s.ok()) return s;
     if (status s = plan_matrix(); !s.ok()) return s;
-    if (status s = ensure_scratch(seq); !s.ok()) return s;
-    // This rank's program; reused while the plan and the displacements stay the same.
-    const bool pieces = !cfg_.iov || cfg_.memory != exec::memory::host;
-    if (!have_program_ || !std::equal(a.sdispls.begin(), a.sdispls.end(), program_sdispls_.begin(), program_sdispls_.end()) ||
-        !std::equal(a.rdispls.begin(), a.rdispls.end(), program_rdispls_.begin(), program_rdispls_.end())) {
+    if (status s = ensure_scratch(); !s.ok()) return s;
+    // This rank's program; reused while the plan and the counts and displacements stay the same.
+    auto same = [](std::span<const std::size_t> a, const std::vector<std::size_t>& b) {
+        return std::equal(a.begin(), a.end(), b.begin(), b.end());
+    };
+    if (!have_program_ || !same(a.sendcounts, program_sendcounts_) || !same(a.sdispls, program_sdispls_) ||
+        !same(a.recvcounts, program_recvcounts_) || !same(a.rdispls, program_rdispls_)) {
         have_program_ = false;
-        const std::string e = compile_program(*plan_, view_, layout_, rank_, a.sdispls, a.rdispls, pieces, program_);
+        program_sendcounts_.assign(a.sendcounts.begin(), a.sendcounts.end());
+        program_sdispls_.assign(a.sdispls.begin(), a.sdispls.end());
+        program_recvcounts_.assign(a.recvcounts.begin(), a.recvcounts.end());
+        program_rdispls_.assign(a.rdispls.begin(), a.rdispls.end());
+        send_layout_.assign(program_sendcounts_, program_sdispls_);
+        recv_layout_.assign(program_recvcounts_, program_rdispls_);
+        const std::string e = compile_program(*rank_plan_, send_layout_, recv_layout_, single_segments(), program_);
         if (!e.empty()) {
             // The peers compiled theirs and go on to the steps: tell them.
             const status failure(errc::internal, "rank " + std::to_string(rank_) + ": " + e);
             mark_failed(failure);
             return failure;
         }
-        program_sdispls_.assign(a.sdispls.begin(), a.sdispls.end());
-        program_rdispls_.assign(a.rdispls.begin(), a.rdispls.end());
         have_program_ = true;
     }
     return {};

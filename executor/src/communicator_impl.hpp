@@ -8,9 +8,8 @@
 #include <vector>
 
 #include <fast/exec/communicator.hpp>
-#include <fast/layout.hpp>
-#include <fast/plan.hpp>
 #include <fast/planner.hpp>
+#include <fast/rank_program.hpp>
 #include <fast/traffic.hpp>
 
 #include "engine.hpp"
@@ -59,6 +58,9 @@ public:
     [[nodiscard]] memory_backend& memory() noexcept { return *memory_; }
     [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return cfg_.timeout; }
     [[nodiscard]] bool credits() const noexcept { return cfg_.flow == exec::flow_control::credits; }
+    /// Messages must be one contiguous range each in the user's buffers (no iov): the plans
+    /// split blocks.
+    [[nodiscard]] bool single_segments() const noexcept { return !cfg_.iov || cfg_.memory != exec::memory::host; }
     [[nodiscard]] void* scratch() const noexcept { return scratch_; }
     [[nodiscard]] std::uint64_t scratch_capacity() const noexcept { return scratch_capacity_; }
 
@@ -68,7 +70,7 @@ private:
     status fail_thrown() noexcept;
     status agree(call_kind kind, std::uint64_t seq, const call_args& a, std::string local_error);
     status plan_matrix();
-    status ensure_scratch(std::uint64_t seq);
+    status ensure_scratch();
     status handshake();
     status exchange(control kind, std::uint64_t seq, const void* mine, std::size_t bytes,
                     std::vector<unsigned char>& out, const char* what);
@@ -86,21 +88,19 @@ private:
     std::unique_ptr<fast::planner> planner_;
     std::unique_ptr<operation> op_;
 
-    // The plan of the last matrix (cache), its layout and per-rank view.
+    // This rank's part of the plan of the last matrix (cache).
     bool have_plan_ = false;
     fast::traffic_matrix matrix_;
-    const fast::plan* plan_ = nullptr;
-    fast::alltoallv_layout layout_;
-    fast::rank_view view_;
-    // This rank's program for that plan and the displacements it was compiled for.
+    const fast::rank_program* rank_plan_ = nullptr;
+    // Its compiled program, the counts and displacements it was compiled for.
     bool have_program_ = false;
     program program_;
-    std::vector<std::size_t> program_sdispls_, program_rdispls_;
+    std::vector<std::size_t> program_sendcounts_, program_sdispls_, program_recvcounts_, program_rdispls_;
+    buffer_layout send_layout_, recv_layout_;
 
-    // Scratch: this rank's allocation, and every rank's capacity as all ranks know it.
+    // This rank's scratch allocation.
     void* scratch_ = nullptr;
     std::uint64_t scratch_capacity_ = 0;
-    std::vector<std::uint64_t> capacity_of_;
 
     std::uint64_t seq_ = 0;
     bool busy_ = false;

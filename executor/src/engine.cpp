@@ -17,9 +17,7 @@ std::string describe(const op& o) {
     s += std::to_string(o.bytes) + " bytes";
     if (o.kind == op_kind::send) s += " to rank " + std::to_string(o.peer);
     if (o.kind == op_kind::recv) s += " from rank " + std::to_string(o.peer);
-    s += " (transfer " + std::to_string(tag_transfer(o.tag));
-    if (tag_piece(o.tag) != 0) s += " piece " + std::to_string(tag_piece(o.tag));
-    return s + ")";
+    return s + " (message " + std::to_string(tag_pair_index(o.tag)) + " from rank " + std::to_string(tag_sender(o.tag)) + ")";
 }
 
 } // namespace
@@ -346,9 +344,9 @@ std::string operation::pending_summary() const {
         std::size_t length = 0;
         if (worker_.probe_unexpected(0, tag_control, tag, length)) {
             const std::uint64_t seq = tag_seq(tag);
-            stray = "; unmatched here: a message of " + std::to_string(length) + " bytes for transfer " +
-                    std::to_string(tag_transfer(tag)) + " piece " + std::to_string(tag_piece(tag)) +
-                    (seq == tag_seq(make_tag(seq_, 0)) ? " of this call" : " of call " + std::to_string(seq) + " (mod 2^15)");
+            stray = "; unmatched here: message " + std::to_string(tag_pair_index(tag)) + " from rank " +
+                    std::to_string(tag_sender(tag)) + ", " + std::to_string(length) + " bytes," +
+                    (seq == tag_seq(make_tag(seq_, 0)) ? " of this call" : " of call " + std::to_string(seq) + " (mod 256)");
         }
         return "step " + std::to_string(prog_->ops[first].step + 1) + " of " +
                std::to_string(prog_->plan_steps) + " did not complete within " + ms + " ms; waiting for " +

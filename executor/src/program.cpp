@@ -4,45 +4,38 @@
 
 namespace fast::exec::detail {
 
+void buffer_layout::assign(std::span<const std::size_t> counts, std::span<const std::size_t> user_displs) {
+    starts.resize(counts.size());
+    total = 0;
+    for (std::size_t k = 0; k < counts.size(); ++k) {
+        starts[k] = total;
+        total += static_cast<std::int64_t>(counts[k]);
+    }
+    displs = user_displs;
+}
+
 namespace {
 
-// One rank's blocks in its send or receive buffer: packed starts (exclusive prefix sums, R
-// entries), the packed total, and where the user put each block (null when only the block
-// boundaries are needed).
-struct blocks {
-    const std::int64_t* starts = nullptr;
-    std::int64_t total = 0;
-    const std::size_t* displs = nullptr;
-    int count = 0;
-
-    [[nodiscard]] std::int64_t end(int b) const noexcept {
-        return b + 1 < count ? starts[b + 1] : total;
-    }
-    // The non-empty block that holds packed offset `off` (0 <= off < total).
-    [[nodiscard]] int find(std::int64_t off) const noexcept {
-        return static_cast<int>(std::upper_bound(starts, starts + count, off) - starts) - 1;
-    }
-};
-
-std::string range_error(const char* buffer, int rank, std::int64_t off, std::int64_t n,
-                        std::int64_t size) {
-    return "plan range [" + std::to_string(off) + ", " + std::to_string(off + n) + ") of rank " +
-           std::to_string(rank) + "'s " + buffer + " buffer lies outside its " +
-           std::to_string(size) + " bytes";
+std::string range_error(const char* buffer, int rank, std::int64_t off, std::int64_t n, std::int64_t size) {
+    return "plan range [" + std::to_string(off) + ", " + std::to_string(off + n) + ") of rank " + std::to_string(rank) +
+           "'s " + buffer + " buffer lies outside its " + std::to_string(size) + " bytes";
 }
 
 // Appends the user segments of packed range [off, off + n) of `b`.
-std::string map_blocks(const blocks& b, region where, int rank, std::int64_t off, std::int64_t n,
+std::string map_blocks(const buffer_layout& b, region where, int rank, std::int64_t off, std::int64_t n,
                        std::vector<segment>& out) {
     if (off < 0 || n <= 0 || off > b.total - n)
         return range_error(where == region::send ? "send" : "receive", rank, off, n, b.total);
     const std::size_t first = out.size();
-    for (int k = b.find(off); n > 0; ++k) {
-        if (k >= b.count) return "internal: block walk ran past the last block";
-        const std::int64_t take = std::min(n, b.end(k) - off);
+    const auto count = b.starts.size();
+    // The non-empty block that holds `off`: the last start at or before it.
+    std::size_t k = static_cast<std::size_t>(std::upper_bound(b.starts.begin(), b.starts.end(), off) - b.starts.begin()) - 1;
+    for (; n > 0; ++k) {
+        if (k >= count) return "internal: block walk ran past the last block";
+        const std::int64_t end = k + 1 < count ? b.starts[k + 1] : b.total;
+        const std::int64_t take = std::min(n, end - off);
         if (take <= 0) continue; // an empty block
-        const std::uint64_t user =
-            b.displs[k] + static_cast<std::uint64_t>(off - b.starts[k]);
+        const std::uint64_t user = b.displs[k] + static_cast<std::uint64_t>(off - b.starts[k]);
         if (out.size() > first && out.back().offset + out.back().length == user)
             out.back().length += static_cast<std::uint64_t>(take); // contiguous in the user layout
         else
@@ -53,80 +46,68 @@ std::string map_blocks(const blocks& b, region where, int rank, std::int64_t off
     return {};
 }
 
-// Appends the block ends strictly inside packed range [off, off + n) of `b`, relative to off.
-void block_boundaries(const blocks& b, std::int64_t off, std::int64_t n,
-                      std::vector<std::uint64_t>& out) {
-    for (int k = b.find(off); k < b.count; ++k) {
-        const std::int64_t e = b.end(k);
-        if (e >= off + n) break;
-        if (e > off) out.push_back(static_cast<std::uint64_t>(e - off));
-    }
-}
-
 } // namespace
 
-std::string compile_program(const fast::plan& p, const fast::rank_view& v,
-                            const fast::alltoallv_layout& l, int me,
-                            std::span<const std::size_t> sdispls,
-                            std::span<const std::size_t> rdispls, bool pieces, program& out) {
+std::string compile_program(const fast::rank_program& p, const buffer_layout& send, const buffer_layout& recv,
+                            bool single_segments, program& out) {
     out.clear();
-    const int r = l.ranks;
+    const int r = p.topology.ranks();
+    const int me = p.rank;
     const auto ur = static_cast<std::size_t>(r);
-    if (me < 0 || me >= r || p.topology.ranks() != r || v.offsets.size() != ur + 1 ||
-        p.scratch_bytes.size() != ur || sdispls.size() != ur || rdispls.size() != ur)
-        return "internal: plan, view, layout and displacements disagree on the rank count";
-    const auto um = static_cast<std::size_t>(me);
-    const blocks mine_send{l.send_displs.data() + um * ur, l.send_size[um], sdispls.data(), r};
-    const blocks mine_recv{l.recv_displs.data() + um * ur, l.recv_size[um], rdispls.data(), r};
-    const std::int64_t scratch = p.scratch_bytes[um];
+    if (me < 0 || me >= r || send.starts.size() != ur || recv.starts.size() != ur || send.displs.size() != ur ||
+        recv.displs.size() != ur)
+        return "internal: program and layouts disagree on the rank count";
+    if (r > max_ranks) return "more than " + std::to_string(max_ranks) + " ranks, more than a message tag can name";
+    const std::int64_t scratch = p.scratch_bytes;
     out.scratch_bytes = static_cast<std::uint64_t>(scratch);
-    out.plan_steps = p.steps();
+    out.plan_steps = p.steps;
 
     std::vector<op> recvs, sends, copies;
-    std::vector<std::uint64_t> cuts;
     std::vector<char> seen(ur, 0);
 
-    // Segments of this rank's side of transfer t ([off, off + n) relative to the transfer).
-    auto map_side = [&](const transfer& t, bool source, std::int64_t rel, std::int64_t n) -> std::string {
+    // Segments of this rank's side of transfer t.
+    auto map_side = [&](const transfer& t, bool source) -> std::string {
         const buffer b = source ? t.src_buffer : t.dst_buffer;
-        const std::int64_t off = (source ? t.src_offset : t.dst_offset) + rel;
+        const std::int64_t off = source ? t.src_offset : t.dst_offset;
+        const std::size_t first = out.segments.size();
+        std::string e;
         if (b == buffer::scratch) {
-            if (off < 0 || n <= 0 || off > scratch - n)
-                return range_error("scratch", me, off, n, scratch);
-            out.segments.push_back({static_cast<std::uint64_t>(off), static_cast<std::uint64_t>(n),
-                                    region::scratch});
-            return {};
+            if (off < 0 || off > scratch - t.bytes) return range_error("scratch", me, off, t.bytes, scratch);
+            out.segments.push_back({static_cast<std::uint64_t>(off), static_cast<std::uint64_t>(t.bytes), region::scratch});
+        } else if (source && b == buffer::send) {
+            e = map_blocks(send, region::send, me, off, t.bytes, out.segments);
+        } else if (!source && b == buffer::recv) {
+            e = map_blocks(recv, region::recv, me, off, t.bytes, out.segments);
+        } else {
+            return std::string("plan reads a ") + (source ? "receive" : "send") + " buffer or writes the wrong buffer";
         }
-        if (source && b == buffer::send) return map_blocks(mine_send, region::send, me, off, n, out.segments);
-        if (!source && b == buffer::recv) return map_blocks(mine_recv, region::recv, me, off, n, out.segments);
-        return std::string("plan reads a ") + (source ? "receive" : "send") +
-               " buffer or writes the wrong buffer";
+        if (e.empty() && single_segments && out.segments.size() - first != 1)
+            return "internal: a transfer of " + std::to_string(t.bytes) + " bytes spans " +
+                   std::to_string(out.segments.size() - first) + " user ranges in a plan whose blocks are split";
+        return e;
     };
 
-    const auto entries = v.of(me);
+    const auto& ts = p.transfers;
     std::size_t i = 0;
-    while (i < entries.size()) {
-        const std::uint32_t step = entries[i].step;
+    while (i < ts.size()) {
+        const std::uint32_t step = ts[i].step;
         recvs.clear();
         sends.clear();
         copies.clear();
-        for (; i < entries.size() && entries[i].step == step; ++i) {
-            const std::size_t index = entries[i].index;
-            const transfer& t = p.transfers[index];
-            if (t.bytes <= 0) return "plan transfer " + std::to_string(index) + " has no bytes";
-            if (index >= (std::size_t{1} << tag_transfer_bits))
-                return "the plan has more than 2^32 transfers, more than the tag can name";
+        for (; i < ts.size() && ts[i].step == step; ++i) {
+            const transfer& t = ts[i].transfer;
+            if (t.bytes <= 0) return "plan transfer " + std::to_string(i) + " of rank " + std::to_string(me) + " has no bytes";
             op o;
             o.bytes = static_cast<std::uint64_t>(t.bytes);
             o.step = step;
+            o.first = static_cast<std::uint32_t>(out.segments.size());
             if (t.src == me && t.dst == me) {
                 o.kind = op_kind::copy;
                 o.peer = me;
-                o.first = static_cast<std::uint32_t>(out.segments.size());
-                if (auto e = map_side(t, true, 0, t.bytes); !e.empty()) return e;
+                if (auto e = map_side(t, true); !e.empty()) return e;
                 o.count = static_cast<std::uint32_t>(out.segments.size() - o.first);
                 o.dst_first = static_cast<std::uint32_t>(out.segments.size());
-                if (auto e = map_side(t, false, 0, t.bytes); !e.empty()) return e;
+                if (auto e = map_side(t, false); !e.empty()) return e;
                 o.dst_count = static_cast<std::uint32_t>(out.segments.size() - o.dst_first);
                 copies.push_back(o);
                 continue;
@@ -135,49 +116,12 @@ std::string compile_program(const fast::plan& p, const fast::rank_view& v,
             o.kind = sending ? op_kind::send : op_kind::recv;
             o.peer = sending ? t.dst : t.src;
             if (o.peer < 0 || o.peer >= r || (t.src != me && t.dst != me))
-                return "plan transfer " + std::to_string(index) + " names a rank out of range";
+                return "plan transfer " + std::to_string(i) + " of rank " + std::to_string(me) + " names a rank out of range";
             seen[static_cast<std::size_t>(o.peer)] = 1;
-            const std::uint64_t base_tag = static_cast<std::uint64_t>(index) << tag_piece_bits;
-            if (!pieces) {
-                o.tag = base_tag;
-                o.first = static_cast<std::uint32_t>(out.segments.size());
-                if (auto e = map_side(t, sending, 0, t.bytes); !e.empty()) return e;
-                o.count = static_cast<std::uint32_t>(out.segments.size() - o.first);
-                (sending ? sends : recvs).push_back(o);
-                continue;
-            }
-            // Cut at the block boundaries of both ends; both ranks compute the same cuts.
-            cuts.clear();
-            if (t.src_buffer == buffer::send) {
-                const auto s = static_cast<std::size_t>(t.src);
-                block_boundaries({l.send_displs.data() + s * ur, l.send_size[s], nullptr, r},
-                                 t.src_offset, t.bytes, cuts);
-            }
-            if (t.dst_buffer == buffer::recv) {
-                const auto d = static_cast<std::size_t>(t.dst);
-                block_boundaries({l.recv_displs.data() + d * ur, l.recv_size[d], nullptr, r},
-                                 t.dst_offset, t.bytes, cuts);
-            }
-            std::sort(cuts.begin(), cuts.end());
-            cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-            cuts.push_back(static_cast<std::uint64_t>(t.bytes));
-            if (cuts.size() > (std::size_t{1} << tag_piece_bits))
-                return "plan transfer " + std::to_string(index) + " spans more than 65536 pieces";
-            std::uint64_t at = 0;
-            for (std::size_t k = 0; k < cuts.size(); ++k) {
-                op piece = o;
-                piece.tag = base_tag | k;
-                piece.bytes = cuts[k] - at;
-                piece.first = static_cast<std::uint32_t>(out.segments.size());
-                if (auto e = map_side(t, sending, static_cast<std::int64_t>(at),
-                                      static_cast<std::int64_t>(piece.bytes));
-                    !e.empty())
-                    return e;
-                piece.count = static_cast<std::uint32_t>(out.segments.size() - piece.first);
-                if (piece.count != 1) return "internal: a piece maps to several regions";
-                (sending ? sends : recvs).push_back(piece);
-                at = cuts[k];
-            }
+            o.tag = data_tag(t.src, ts[i].pair_index);
+            if (auto e = map_side(t, sending); !e.empty()) return e;
+            o.count = static_cast<std::uint32_t>(out.segments.size() - o.first);
+            (sending ? sends : recvs).push_back(o);
         }
         // Receives first (incoming data lands in place), then sends, then local copies, which
         // overlap with the messages in flight.
@@ -186,8 +130,7 @@ std::string compile_program(const fast::plan& p, const fast::rank_view& v,
         out.ops.insert(out.ops.end(), copies.begin(), copies.end());
         out.step_offsets.push_back(out.ops.size());
     }
-    if (out.segments.size() >= (std::size_t{1} << 32))
-        return "the program has more than 2^32 segments";
+    if (out.segments.size() >= (std::size_t{1} << 32)) return "the program has more than 2^32 segments";
     for (int k = 0; k < r; ++k)
         if (seen[static_cast<std::size_t>(k)]) out.peers.push_back(k);
     return {};

@@ -1,7 +1,7 @@
 #pragma once
-// A rank's part of a plan, compiled against the user's displacements: per step, the receives,
-// sends and self-copies this rank performs, each as a list of segments (buffer + offset +
-// length). Segments are relative to the buffers' bases, so a program survives a new scratch
+// A rank's program (fast::rank_program), compiled against the user's displacements: per step,
+// the receives, sends and self-copies this rank performs, each as a list of segments (buffer +
+// offset + length). Segments are relative to the buffers' bases, so a program survives a new scratch
 // allocation and new buffer addresses; the executor resolves them to pointers when it starts.
 // No UCX types here, so that tests can run programs in one process.
 
@@ -11,8 +11,7 @@
 #include <string>
 #include <vector>
 
-#include <fast/layout.hpp>
-#include <fast/plan.hpp>
+#include <fast/rank_program.hpp>
 
 namespace fast::exec::detail {
 
@@ -28,28 +27,36 @@ enum class op_kind : std::uint8_t { recv, send, copy };
 
 /// One message (send or receive) or one self-copy.
 struct op {
-    std::uint64_t tag = 0;   ///< low 48 bits of the UCX tag: transfer index << 16 | piece
+    std::uint64_t tag = 0;   ///< the data tag's low bits: sender and pair index (make_tag adds the call)
     std::uint64_t bytes = 0;
     std::uint32_t first = 0; ///< segments [first, first + count): the message, or a copy's source
     std::uint32_t count = 0;
     std::uint32_t dst_first = 0; ///< a copy's destination segments
     std::uint32_t dst_count = 0;
     std::int32_t peer = -1;      ///< the other rank (this rank for copies)
-    std::uint32_t step = 0;      ///< the plan's step (for messages)
+    std::uint32_t step = 0;      ///< the schedule's step (numbered alike on every rank)
     op_kind kind = op_kind::copy;
 };
 
-/// Tag layout (64 bits). Data (bit 63 clear): bits 48..62 the call's sequence number, bits
-/// 16..47 the transfer's index in the plan, bits 0..15 the piece. Control (bit 63 set): bits
-/// 56..62 the kind (handshake, counts, scratch report, abort, credit), bits 32..55 the sequence number,
-/// bits 0..31 the sender.
-inline constexpr int tag_piece_bits = 16;
-inline constexpr int tag_transfer_bits = 32;
-inline constexpr int tag_seq_shift = tag_piece_bits + tag_transfer_bits; // 48
-inline constexpr std::uint64_t tag_seq_mask = (std::uint64_t{1} << 15) - 1;
+/// Tag layout (64 bits). Data (bit 63 clear): bits 55..62 the call's sequence number, bits
+/// 32..54 the sending rank, bits 0..31 the transfer's pair index (the how-many-th transfer from
+/// that sender to this receiver in the call: both ends number them alike, rank_program.hpp).
+/// Control (bit 63 set): bits 56..62 the kind (handshake, counts, abort, credit), bits 32..55
+/// the sequence number, bits 0..31 the sender.
+inline constexpr int tag_sender_shift = 32;
+inline constexpr int tag_seq_shift = 55;
+inline constexpr std::uint64_t tag_seq_mask = (std::uint64_t{1} << 8) - 1;
+inline constexpr std::uint64_t tag_sender_mask = (std::uint64_t{1} << 23) - 1;
 inline constexpr std::uint64_t tag_control = std::uint64_t{1} << 63;
+/// Ranks a data tag can name.
+inline constexpr int max_ranks = static_cast<int>(tag_sender_mask) + 1;
 
-enum class control : std::uint64_t { hello = 1, ready = 2, counts = 3, scratch = 4, abort = 5, credit = 6 };
+enum class control : std::uint64_t { hello = 1, ready = 2, counts = 3, abort = 5, credit = 6 };
+
+/// The low bits of a data tag: transfer `pair_index` from rank `sender`.
+[[nodiscard]] constexpr std::uint64_t data_tag(int sender, std::uint32_t pair_index) noexcept {
+    return (static_cast<std::uint64_t>(sender) & tag_sender_mask) << tag_sender_shift | pair_index;
+}
 
 [[nodiscard]] constexpr std::uint64_t make_tag(std::uint64_t seq, std::uint64_t low) noexcept {
     return ((seq & tag_seq_mask) << tag_seq_shift) | low;
@@ -57,11 +64,11 @@ enum class control : std::uint64_t { hello = 1, ready = 2, counts = 3, scratch =
 
 // The fields of a data tag (make_tag), for messages that name it.
 [[nodiscard]] constexpr std::uint64_t tag_seq(std::uint64_t tag) noexcept { return (tag >> tag_seq_shift) & tag_seq_mask; }
-[[nodiscard]] constexpr std::uint64_t tag_transfer(std::uint64_t tag) noexcept {
-    return (tag >> tag_piece_bits) & ((std::uint64_t{1} << tag_transfer_bits) - 1);
+[[nodiscard]] constexpr int tag_sender(std::uint64_t tag) noexcept {
+    return static_cast<int>((tag >> tag_sender_shift) & tag_sender_mask);
 }
-[[nodiscard]] constexpr std::uint64_t tag_piece(std::uint64_t tag) noexcept {
-    return tag & ((std::uint64_t{1} << tag_piece_bits) - 1);
+[[nodiscard]] constexpr std::uint32_t tag_pair_index(std::uint64_t tag) noexcept {
+    return static_cast<std::uint32_t>(tag);
 }
 
 [[nodiscard]] constexpr std::uint64_t make_control_tag(control kind, std::uint64_t seq, int sender) noexcept {
@@ -76,7 +83,7 @@ struct program {
     std::vector<std::size_t> step_offsets{0}; ///< step k: ops [step_offsets[k], step_offsets[k+1])
     std::vector<int> peers;                   ///< distinct ranks this rank exchanges messages with
     std::uint64_t scratch_bytes = 0;          ///< this rank's scratch need
-    std::uint64_t plan_steps = 0;             ///< steps of the whole plan
+    std::uint64_t plan_steps = 0;             ///< steps of the schedule
 
     [[nodiscard]] std::size_t steps() const noexcept { return step_offsets.size() - 1; }
     void clear() {
@@ -89,16 +96,22 @@ struct program {
     }
 };
 
-/// Compiles rank `me`'s part of `p` (whose per-rank view is `v` and whose packed layout is `l`)
-/// against this rank's displacements. `pieces`: split every message at the block boundaries of
-/// both ends so that each message is one contiguous region on both sides (else a message may
-/// have several segments, sent as an iov). Returns "" on success, else what is wrong (a plan
-/// that does not fit the layout, or too many transfers or pieces for the tag).
-/// O(ops * log R + pieces).
-[[nodiscard]] std::string compile_program(const fast::plan& p, const fast::rank_view& v,
-                                          const fast::alltoallv_layout& l, int me,
-                                          std::span<const std::size_t> sdispls,
-                                          std::span<const std::size_t> rdispls, bool pieces,
-                                          program& out);
+/// One rank's send or receive buffer: the packed start of each rank's block (the exclusive
+/// prefix sums of its counts), the packed total, and where the user put each block.
+struct buffer_layout {
+    std::vector<std::int64_t> starts;
+    std::int64_t total = 0;
+    std::span<const std::size_t> displs;
+
+    /// From the rank's counts (R entries) and the user's displacements. O(R).
+    void assign(std::span<const std::size_t> counts, std::span<const std::size_t> user_displs);
+};
+
+/// Compiles the rank program `p` against this rank's buffer layouts. `single_segments`: every
+/// message must be one contiguous range in the user's buffers (the plan was made with
+/// split_blocks; else a message may have several segments, sent as an iov). Returns "" on
+/// success, else what is wrong (a program that does not fit the layout). O(ops * log R).
+[[nodiscard]] std::string compile_program(const fast::rank_program& p, const buffer_layout& send,
+                                          const buffer_layout& recv, bool single_segments, program& out);
 
 } // namespace fast::exec::detail

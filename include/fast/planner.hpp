@@ -2,8 +2,9 @@
 /// \file planner.hpp
 /// make_plan(traffic, topology, options): the FAST schedule and the baselines, as plans in the
 /// contract of plan.hpp. A `planner` keeps its buffers between calls (MoE plans on every layer
-/// call), so repeated planning allocates nothing once the sizes have been seen; its make_slice
-/// plans only the part one server takes part in.
+/// call), so repeated planning allocates nothing once the sizes have been seen. Its make_rank
+/// plans only one rank's part (rank_program.hpp): the schedule every rank shares, then the
+/// rank's own transfers, what a runtime pays on each rank; make builds the whole plan, for tools.
 ///
 /// FAST (docs/algorithm.md):
 ///  1. balancing: the GPUs of server s share what s sends to server d, rail-aligned (GPU i of s
@@ -39,7 +40,9 @@
 #include "detail/stage_schedule.hpp"
 #include "error.hpp"
 #include "plan.hpp"
+#include "rank_program.hpp"
 #include "traffic.hpp"
+#include "traffic_summary.hpp"
 
 namespace fast {
 
@@ -141,6 +144,10 @@ struct plan_options {
     /// Bottleneck and rail-packed policies: balancing for step k may happen in any of the
     /// `window` steps before it, redistribution in any of the `window` steps after it.
     int window = 2;
+    /// No transfer carries bytes of two blocks, so that each transfer is one contiguous range
+    /// in whichever user buffer it reads or writes (runtimes that cannot send scattered
+    /// ranges as one message, such as device memory over UCX). More transfers, same steps.
+    bool split_blocks = false;
 };
 
 /// Plans All-to-All(v) traffic on one topology, reusing its buffers from call to call.
@@ -180,87 +187,65 @@ public:
     [[nodiscard]] const fast::topology& topology() const noexcept { return topo_; }
     [[nodiscard]] const plan_options& options() const noexcept { return options_; }
 
-    /// Plans `m` (validated against the topology). The reference stays valid until the next
-    /// call.
+    /// Plans `m` (validated against the topology): the whole plan. The reference stays valid
+    /// until the next call.
     const plan& make(const traffic_matrix& m) {
-        slice_ = -1;
-        validate_traffic(m, topo_);
+        focus_ = -1;
         switch (options_.scheduler) {
         case scheduler::direct: plan_ = make_direct_plan(m, topo_); break;
         case scheduler::spreadout: plan_ = make_spreadout_plan(m, topo_); break;
-        case scheduler::fast_unbalanced: make_unbalanced(m); break;
-        case scheduler::fast: make_fast(m); break;
+        case scheduler::fast_unbalanced:
+            validate_traffic(m, topo_);
+            make_unbalanced(m);
+            break;
+        case scheduler::fast:
+            summarize(m, topo_, summary_);
+            make_fast(m);
+            break;
         }
         return plan_;
     }
 
-    /// The slice of make(m) that server `server` takes part in, for runtimes in which every
-    /// server plans only its own part: the transfers with an end in the server, in the same
-    /// steps and order and with the same sizes and offsets as in the whole plan, and the
-    /// server's ranks' scratch sizes; except that offsets into the scratch of another server's
-    /// rank read 0 (that server's scratch layout is its own business; with tag-matched messages
-    /// each side posts its own buffer), as do other ranks' scratch sizes. Steps are numbered
-    /// alike in every server's slice of the same matrix; a step may be empty. The FAST schedule
-    /// is computed whole (every server computes the same one) but only the tiles with an end in
-    /// the server are emitted; the baselines and the exact policy with an automatic order
-    /// (chosen by predicting whole plans) plan the whole plan and keep the slice. The whole plan
-    /// is what the verifier checks; a slice is checked against it (tests/unit/planner_test.cpp).
-    /// The reference stays valid until the next call.
-    const plan& make_slice(const traffic_matrix& m, int server) {
-        if (server < 0 || server >= topo_.servers)
-            throw invalid_argument("server " + std::to_string(server) + " is not in 0 .. " +
-                                   std::to_string(topo_.servers - 1));
+    /// Rank `rank`'s part of make(m) (rank_program.hpp): the same transfers in the same order,
+    /// sizes and offsets as the whole plan has for it, except that other ranks' scratch offsets
+    /// read 0, stepped in the schedule's numbering (0 .. last scale-out step + 1, alike on every
+    /// rank; the whole plan leaves out the steps nobody has transfers in). The FAST schedule is
+    /// computed whole (every rank computes the same one); then only the tiles with an end in
+    /// the rank's server are balanced and walked, placing that server's scale-up moves and
+    /// keeping the rank's transfers. Cost: the summary (O(R^2) here, one pass over m), the
+    /// schedule, and O(S G^2 + the server's pieces) for the rank. The baselines, FAST without
+    /// balancing and the exact policy with an automatic order (chosen by predicting whole
+    /// plans) build the whole plan and restrict it. The reference stays valid until the next
+    /// call.
+    const rank_program& make_rank(const traffic_matrix& m, int rank) {
+        if (rank < 0 || rank >= topo_.ranks())
+            throw invalid_argument("rank " + std::to_string(rank) + " is not in 0 .. " + std::to_string(topo_.ranks() - 1));
         if (options_.scheduler != scheduler::fast ||
             (options_.policy == policy::exact && options_.order == stage_order::automatic)) {
-            make(m);
-            keep_slice(server);
-            return plan_;
+            rank_ = restrict_to_rank(make(m), rank);
+            return rank_;
         }
-        validate_traffic(m, topo_);
-        slice_ = server;
+        summarize(m, topo_, summary_);
+        focus_ = rank;
         make_fast(m);
-        slice_ = -1;
-        keep_slice(server);
-        return plan_;
+        focus_ = -1;
+        return rank_;
     }
 
 private:
-    // Reduces plan_ to server's slice (see make_slice): a whole plan, or one emitted from the
-    // tiles with an end in the server (whose other servers' scratch layouts are partial).
-    void keep_slice(int server) {
-        auto own = [&](int rank) { return topo_.server_of(rank) == server; };
-        std::size_t kept = 0;
-        for (std::size_t k = 0; k + 1 < plan_.step_offsets.size(); ++k) {
-            const std::size_t begin = plan_.step_offsets[k];
-            const std::size_t end = plan_.step_offsets[k + 1];
-            plan_.step_offsets[k] = kept;
-            for (std::size_t j = begin; j < end; ++j) {
-                transfer t = plan_.transfers[j];
-                if (!own(t.src) && !own(t.dst)) continue;
-                if (!own(t.src) && t.src_buffer == buffer::scratch) t.src_offset = 0;
-                if (!own(t.dst) && t.dst_buffer == buffer::scratch) t.dst_offset = 0;
-                plan_.transfers[kept++] = t;
-            }
-        }
-        plan_.step_offsets.back() = kept;
-        plan_.transfers.resize(kept);
-        for (std::size_t r = 0; r < plan_.scratch_bytes.size(); ++r)
-            if (!own(static_cast<int>(r))) plan_.scratch_bytes[r] = 0;
-    }
-
     void make_fast(const traffic_matrix& m) {
         switch (options_.policy) {
         case policy::exact: make_exact(m); break;
         case policy::bottleneck: make_bottleneck(m); break;
         case policy::rail_packed: make_rail_packed(m); break;
         }
-        plan_.scheduler = "fast";
+        if (focus_ < 0) plan_.scheduler = "fast";
     }
 
     // --- the paper ----------------------------------------------------------------------------
 
     void make_exact(const traffic_matrix& m) {
-        compute_shares(m);
+        compute_shares();
         padded_ = server_;
         detail::pad_flat(padded_, topo_.servers, row_deficit_, col_deficit_);
         detail::decompose_flat(padded_, topo_.servers, matching_rule::any, stages_, decompose_ws_);
@@ -290,13 +275,12 @@ private:
         });
     }
 
-    // The pair totals t(s, d), each GPU's inter-server bytes sent and received, in all and per
-    // server pair; with `shares`, also the balanced shares per (s, d, rail) and the per-GPU
-    // server matrix M(s, d) = ceil(t / G).
-    void compute_shares(const traffic_matrix& m, bool shares = true) {
+    // From the summary: the pair totals t(s, d), each GPU's inter-server bytes sent and
+    // received, in all and per server pair; with `shares`, also the balanced shares per
+    // (s, d, rail) and the per-GPU server matrix M(s, d) = ceil(t / G). O(S^2 G).
+    void compute_shares(bool shares = true) {
         const auto us = static_cast<std::size_t>(topo_.servers);
         const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
-        const auto stride = static_cast<std::size_t>(topo_.ranks());
         if (shares) {
             share_.assign(us * us * ug, 0);
             server_.assign(us * us, 0);
@@ -304,34 +288,25 @@ private:
         pair_.assign(us * us, 0);
         gpu_out_.assign(us * ug, 0);
         gpu_in_.assign(us * ug, 0);
-        pair_sent_.assign(us * us * ug, 0);
-        pair_received_.assign(us * us * ug, 0);
-        own_.resize(ug);
         own_rank_.resize(ug);
         for (std::size_t s = 0; s < us; ++s)
             for (std::size_t d = 0; d < us; ++d) {
                 if (s == d) continue;
-                const std::int64_t* tile = m.data() + s * ug * stride + d * ug;
-                std::int64_t* received = pair_received_.data() + (s * us + d) * ug;
+                const std::size_t at = (s * us + d) * ug;
+                const std::int64_t* sent = summary_.sent.data() + at;
+                const std::int64_t* received = summary_.received.data() + at;
                 std::int64_t total = 0;
                 for (std::size_t a = 0; a < ug; ++a) {
-                    own_[a] = 0;
-                    for (std::size_t b = 0; b < ug; ++b) {
-                        own_[a] += tile[a * stride + b];
-                        received[b] += tile[a * stride + b];
-                    }
-                    pair_sent_[(s * us + d) * ug + a] = own_[a];
-                    total += own_[a];
+                    total += sent[a];
+                    gpu_out_[s * ug + a] += sent[a];
+                    gpu_in_[d * ug + a] += received[a];
                 }
-                for (std::size_t b = 0; b < ug; ++b) gpu_in_[d * ug + b] += received[b];
                 if (shares) {
-                    detail::balanced_shares(total, own_,
-                                            std::span<std::int64_t>(share_.data() + (s * us + d) * ug, ug),
-                                            own_rank_);
+                    detail::balanced_shares(total, std::span<const std::int64_t>(sent, ug),
+                                            std::span<std::int64_t>(share_.data() + at, ug), own_rank_);
                     server_[s * us + d] = detail::ceil_div(total, static_cast<std::int64_t>(ug));
                 }
                 pair_[s * us + d] = total;
-                for (std::size_t a = 0; a < ug; ++a) gpu_out_[s * ug + a] += own_[a];
             }
     }
 
@@ -420,7 +395,7 @@ private:
     }
 
     void make_bottleneck(const traffic_matrix& m) {
-        compute_shares(m);
+        compute_shares();
         const std::int64_t q = choose_quantum(largest_line(server_), 1);
         padded_ = server_;
         detail::quantise(padded_, q);
@@ -438,7 +413,7 @@ private:
     }
 
     void make_rail_packed(const traffic_matrix& m) {
-        compute_shares(m, false);
+        compute_shares(false);
         const int g = topo_.gpus_per_server;
         const std::int64_t line = largest_line(pair_);
         const std::int64_t min_step = alpha_bytes(options_.min_step_alphas);
@@ -499,16 +474,16 @@ private:
         // The first step needs no balancing before it only as far as its rails' own bytes
         // cover its slots: where they fall short, it is shaped again no longer than they cover
         // (never below the edge), since nothing hides a gather before it.
-        detail::assign_rails(schedule_, step_bytes_, pair_sent_, pair_received_, schedule_ws_,
+        detail::assign_rails(schedule_, step_bytes_, summary_.sent, summary_.received, schedule_ws_,
                              detail::rail_steps::first);
-        const detail::first_step_cover cover = detail::cover_of_first_step(schedule_, pair_sent_);
+        const detail::first_step_cover cover = detail::cover_of_first_step(schedule_, summary_.sent);
         if (const std::int64_t cap = std::max(cover.own, min_step); cap < cover.length) {
             schedule_ = unshaped_;
             detail::shape_steps(schedule_, growth, min_step, drop, schedule_ws_, cap);
             detail::step_lengths(schedule_, step_bytes_);
-            detail::assign_rails(schedule_, step_bytes_, pair_sent_, pair_received_, schedule_ws_);
+            detail::assign_rails(schedule_, step_bytes_, summary_.sent, summary_.received, schedule_ws_);
         } else {
-            detail::assign_rails(schedule_, step_bytes_, pair_sent_, pair_received_, schedule_ws_,
+            detail::assign_rails(schedule_, step_bytes_, summary_.sent, summary_.received, schedule_ws_,
                                  detail::rail_steps::falling);
         }
         // What each rail carries for each pair follows from the schedule.
@@ -522,18 +497,21 @@ private:
 
     // Turns the schedule into transfers: per server pair, assign the tile to rails with the
     // given capacities and walk each rail's stream over its slots (slots_of_ and step_bytes_,
-    // built from the schedule by the caller); then the intra-server blocks.
+    // built from the schedule by the caller); then the intra-server blocks. The whole plan, or
+    // with a focus rank the tiles with an end in its server and the rank's program.
     void emit(const traffic_matrix& m, detail::gather_timing timing,
               std::span<const std::int64_t> capacity, detail::rail_preference preference) {
         const auto us = static_cast<std::size_t>(topo_.servers);
         const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
-        builder_.start(m, topo_, schedule_.last_step, timing, options_.window, step_bytes_);
+        const auto ur = static_cast<std::size_t>(topo_.ranks());
+        builder_.start(summary_, topo_, schedule_.last_step, timing, options_.window, step_bytes_, focus_,
+                       options_.split_blocks);
         head_.assign(ug, 0);
-        const auto only = static_cast<std::size_t>(slice_); // a slice: the tiles with an end in it
+        const std::size_t only = focus_ < 0 ? us : static_cast<std::size_t>(topo_.server_of(focus_));
         for (std::size_t s = 0; s < us; ++s)
             for (std::size_t d = 0; d < us; ++d) {
-                if (s == d || (slice_ >= 0 && s != only && d != only)) continue;
-                builder_.load_tile(static_cast<int>(s), static_cast<int>(d));
+                if (s == d || (only < us && s != only && d != only)) continue;
+                builder_.load_tile(static_cast<int>(s), static_cast<int>(d), m.data() + s * ug * ur + d * ug, ur);
                 // Nothing hides a gather before the first scale-out step: a rail's bytes in it
                 // should be its own GPU's (own-first rails start with them anyway).
                 if (timing == detail::gather_timing::windowed && preference == detail::rail_preference::landing_first)
@@ -549,13 +527,17 @@ private:
                                          slots_of_.of((s * us + d) * ug + rail));
             }
         for (std::size_t s = 0; s < us; ++s) {
-            if (slice_ >= 0 && s != only) continue;
-            builder_.load_tile(static_cast<int>(s), static_cast<int>(s));
+            if (only < us && s != only) continue;
+            builder_.load_tile(static_cast<int>(s), static_cast<int>(s), m.data() + s * ug * ur + s * ug, ur);
             builder_.emit_intra_tile();
+        }
+        if (focus_ >= 0) {
+            builder_.finish(rank_, pair_counts_);
+            return;
         }
         plan_.topology = topo_;
         plan_.one_to_one_scale_out = true;
-        builder_.finish(plan_, slice_ >= 0);
+        builder_.finish(plan_);
     }
 
     // --- FAST without balancing: stages of the GPU-level matrix ------------------------------
@@ -641,17 +623,17 @@ private:
     fast::topology topo_;
     plan_options options_;
     plan plan_;
-    int slice_ = -1; // make_slice: the server whose slice is being emitted
+    int focus_ = -1; // make_rank: the rank whose program is being emitted
+    rank_program rank_;
+    traffic_summary summary_;
+    std::vector<std::uint32_t> pair_counts_; // number_pairs' workspace
     // Buffers kept between calls.
     std::vector<std::int64_t> share_;
     std::vector<std::int64_t> server_;
     std::vector<std::int64_t> pair_;
     std::vector<std::int64_t> gpu_out_; // per GPU: inter-server bytes sent
     std::vector<std::int64_t> gpu_in_;  // per GPU: inter-server bytes received
-    std::vector<std::int64_t> pair_sent_;     // per (s, d, GPU i): bytes GPU i of s sends to d
-    std::vector<std::int64_t> pair_received_; // per (s, d, GPU i): bytes GPU i of d receives from s
     std::vector<std::int64_t> capacity_;
-    std::vector<std::int64_t> own_;
     std::vector<std::uint32_t> own_rank_; // balanced_shares: each GPU's rank by its own bytes
     std::vector<std::int64_t> padded_;
     std::vector<std::int64_t> row_deficit_;

@@ -84,25 +84,34 @@ TEST_CASE("ranks group into servers by host or by gpus_per_server") {
 
 namespace {
 
-// Runs every rank's compiled program in one process: per plan step, local copies, then each
-// send's bytes gathered from its segments and scattered into the matching receive's segments
-// (matched by tag, checked against ranks and sizes). Returns "" if every receive buffer ends up
-// exactly right.
-std::string run_in_process(const fast::plan& p, const fast::traffic_matrix& m, bool gapped, bool pieces,
-                           std::uint64_t seed) {
+// Runs every rank's compiled program (planner::make_rank, compiled against the rank's own
+// layout) in one process: per step, local copies, then each send's bytes gathered from its
+// segments and scattered into the matching receive's segments (matched by tag, checked against
+// ranks and sizes). Returns "" if every receive buffer ends up exactly right.
+std::string run_in_process(const fast::topology& t, const fast::plan_options& o, const fast::traffic_matrix& m,
+                           bool gapped, bool single_segments, std::uint64_t seed) {
     using namespace detail;
     const int r = static_cast<int>(m.rows());
-    const fast::alltoallv_layout layout = fast::make_packed_layout(m);
-    const fast::rank_view view = fast::make_rank_view(p);
+    fast::plan_options options = o;
+    options.split_blocks = single_segments;
+    fast::planner planner(t, options);
+    if (const fast::verification v = fast::verify(planner.make(m), m); !v.ok()) return "the whole plan: " + v.message();
     std::vector<rank_buffers> buf(static_cast<std::size_t>(r));
     std::vector<std::vector<std::uint8_t>> scratch(static_cast<std::size_t>(r));
     std::vector<program> prog(static_cast<std::size_t>(r));
+    std::vector<buffer_layout> send(static_cast<std::size_t>(r)), recv(static_cast<std::size_t>(r));
+    std::uint64_t steps = 0;
     for (int k = 0; k < r; ++k) {
         const auto uk = static_cast<std::size_t>(k);
         buf[uk] = make_buffers(m, k, gapped, seed);
-        scratch[uk].assign(static_cast<std::size_t>(p.scratch_bytes[uk]) + 1, 0x5A);
-        const std::string e = compile_program(p, view, layout, k, buf[uk].send.displs, buf[uk].recv.displs, pieces, prog[uk]);
+        const fast::rank_program& rp = planner.make_rank(m, k);
+        scratch[uk].assign(static_cast<std::size_t>(rp.scratch_bytes) + 1, 0x5A);
+        send[uk].assign(buf[uk].send.counts, buf[uk].send.displs);
+        recv[uk].assign(buf[uk].recv.counts, buf[uk].recv.displs);
+        const std::string e = compile_program(rp, send[uk], recv[uk], single_segments, prog[uk]);
         if (!e.empty()) return "compile rank " + std::to_string(k) + ": " + e;
+        if (steps != 0 && prog[uk].plan_steps != steps) return "ranks disagree on the number of steps";
+        steps = prog[uk].plan_steps;
     }
     auto address = [&](int k, const segment& s) -> std::uint8_t* {
         const auto uk = static_cast<std::size_t>(k);
@@ -112,8 +121,8 @@ std::string run_in_process(const fast::plan& p, const fast::traffic_matrix& m, b
         return base + s.offset;
     };
     std::vector<std::size_t> cursor(static_cast<std::size_t>(r), 0); // next program step per rank
-    for (std::size_t step = 0; step < p.steps(); ++step) {
-        std::map<std::uint64_t, std::pair<int, const op*>> sends, recvs;
+    for (std::size_t step = 0; step < steps; ++step) {
+        std::map<std::pair<std::uint64_t, int>, std::pair<int, const op*>> sends, recvs;
         for (int k = 0; k < r; ++k) {
             const program& pk = prog[static_cast<std::size_t>(k)];
             std::size_t& c = cursor[static_cast<std::size_t>(k)];
@@ -135,8 +144,12 @@ std::string run_in_process(const fast::plan& p, const fast::traffic_matrix& m, b
                         at += g.length;
                     }
                     if (at != o.bytes) return "copy destination segments do not add up";
-                } else if (!(o.kind == op_kind::send ? sends : recvs).emplace(o.tag, std::pair{k, &o}).second) {
-                    return "two messages of one step share tag " + std::to_string(o.tag);
+                } else {
+                    // A tag is unique at its receiver (the sender is in it).
+                    const int receiver = o.kind == op_kind::send ? o.peer : k;
+                    auto& map = o.kind == op_kind::send ? sends : recvs;
+                    if (!map.emplace(std::pair{o.tag, receiver}, std::pair{k, &o}).second)
+                        return "two messages of one step to one rank share tag " + std::to_string(o.tag);
                 }
             }
             ++c;
@@ -144,11 +157,11 @@ std::string run_in_process(const fast::plan& p, const fast::traffic_matrix& m, b
         if (sends.size() != recvs.size()) return "step " + std::to_string(step) + ": sends and receives do not pair up";
         for (const auto& [tag, s] : sends) {
             const auto it = recvs.find(tag);
-            if (it == recvs.end()) return "a send without a receive, tag " + std::to_string(tag);
+            if (it == recvs.end()) return "a send without a receive, tag " + std::to_string(tag.first);
             const auto [from, so] = s;
             const auto [to, ro] = it->second;
             if (so->peer != to || ro->peer != from || so->bytes != ro->bytes)
-                return "tag " + std::to_string(tag) + " pairs the wrong ranks or sizes";
+                return "tag " + std::to_string(tag.first) + " pairs the wrong ranks or sizes";
             std::vector<std::uint8_t> bytes;
             for (std::uint32_t k = 0; k < so->count; ++k) {
                 const segment& g = prog[static_cast<std::size_t>(from)].segments[so->first + k];
@@ -162,7 +175,7 @@ std::string run_in_process(const fast::plan& p, const fast::traffic_matrix& m, b
                 at += g.length;
             }
             if (at != ro->bytes) return "receive segments do not add up";
-            if (pieces && (so->count != 1 || ro->count != 1)) return "a piece with several segments";
+            if (single_segments && (so->count != 1 || ro->count != 1)) return "a message with several segments";
         }
     }
     for (int k = 0; k < r; ++k) {
@@ -200,13 +213,12 @@ TEST_CASE("compiled programs deliver every byte for any layout") {
                     fast::plan_options o;
                     o.scheduler = sched;
                     o.policy = pol;
-                    const fast::plan p = fast::make_plan(m, t, o);
-                    REQUIRE(fast::verify(p, m).ok());
                     for (const bool gapped : {false, true})
-                        for (const bool pieces : {false, true}) {
+                        for (const bool single : {false, true}) {
                             INFO(sh.servers << "x" << sh.gpus << " matrix " << mi << " " << fast::to_string(sched)
-                                            << " " << fast::to_string(pol) << " gapped " << gapped << " pieces " << pieces);
-                            CHECK(run_in_process(p, m, gapped, pieces, mi + 10) == "");
+                                            << " " << fast::to_string(pol) << " gapped " << gapped << " single segments "
+                                            << single);
+                            CHECK(run_in_process(t, o, m, gapped, single, mi + 10) == "");
                             ++checked;
                         }
                 }
@@ -219,16 +231,18 @@ TEST_CASE("compiled programs deliver every byte for any layout") {
 TEST_CASE("a packed layout compiles to one segment per message") {
     const fast::topology t = fast::make_topology(2, 4);
     const fast::traffic_matrix m = random_skewed(t.ranks(), 5, 5000, 0);
-    const fast::plan p = fast::make_plan(m, t);
-    const fast::alltoallv_layout l = fast::make_packed_layout(m);
-    const fast::rank_view v = fast::make_rank_view(p);
+    fast::planner planner(t);
     for (int k = 0; k < t.ranks(); ++k) {
         const rank_buffers b = make_buffers(m, k, false, 1);
+        detail::buffer_layout send, recv;
+        send.assign(b.send.counts, b.send.displs);
+        recv.assign(b.recv.counts, b.recv.displs);
         detail::program prog;
-        REQUIRE(detail::compile_program(p, v, l, k, b.send.displs, b.recv.displs, false, prog).empty());
+        const fast::rank_program& rp = planner.make_rank(m, k);
+        REQUIRE(detail::compile_program(rp, send, recv, false, prog).empty());
         for (const detail::op& o : prog.ops)
             if (o.kind != detail::op_kind::copy) CHECK(o.count == 1);
-        CHECK(prog.steps() <= p.steps());
+        CHECK(prog.steps() <= rp.steps);
     }
 }
 
@@ -403,7 +417,7 @@ TEST_CASE("a message nobody receives is found by its tag and stays queued") {
     }
     for (int r = 0; r < 2; ++r)
         REQUIRE(w[r].connect({address[0].data(), address[1].data()}, {1, 1}) == "");
-    const std::uint64_t tag = make_tag(7, (std::uint64_t{3} << tag_piece_bits) | 2);
+    const std::uint64_t tag = make_tag(7, data_tag(1, 3));
     const char payload[] = "stray";
     op_slot sent;
     REQUIRE(w[0].send(1, payload, sizeof payload, false, tag, sent, true) != UCS_ERR_NO_MEMORY);
@@ -420,9 +434,9 @@ TEST_CASE("a message nobody receives is found by its tag and stays queued") {
     CHECK(seen == tag);
     CHECK(length == sizeof payload);
     CHECK(tag_seq(seen) == 7);
-    CHECK(tag_transfer(seen) == 3);
-    CHECK(tag_piece(seen) == 2);
-    // Any data tag finds it; another piece, another call or a control tag does not.
+    CHECK(tag_sender(seen) == 1);
+    CHECK(tag_pair_index(seen) == 3);
+    // Any data tag finds it; another message, another call or a control tag does not.
     CHECK(w[1].probe_unexpected(0, tag_control, seen, length));
     CHECK_FALSE(w[1].probe_unexpected(tag + 1, ~std::uint64_t{0}, seen, length));
     CHECK_FALSE(w[1].probe_unexpected(make_tag(8, 0), tag_control | (tag_seq_mask << tag_seq_shift), seen, length));

@@ -26,6 +26,16 @@
 // steps never share bytes (a step that reads one never writes another in the same place), and
 // the others reuse the same memory. Offsets stay relative to their region until then; each
 // record keeps its regions beside it.
+//
+// One rank's part (a focus rank): only the tiles with an end in the rank's server are walked,
+// in the whole plan's order, and only the rank's own transfers are kept. Where scale-up work
+// goes depends on every GPU of the server (each move takes room on two ports), so the server's
+// gathers (tiles it sends) and redistributions (tiles it receives) are all placed, as in the
+// whole plan; those of the other end's server are not (they never share a port with this
+// server). Merges are decided as in the whole plan: within a slot nothing else goes into its
+// steps, and elsewhere a transfer extends only the last transfer its step has seen. Regions of
+// ranks outside the server get ids of their own (never laid out: other ranks' scratch offsets
+// read 0 in a rank's program).
 
 #include <algorithm>
 #include <cstdint>
@@ -36,7 +46,8 @@
 #include "checked.hpp"
 #include "../error.hpp"
 #include "../plan.hpp"
-#include "../traffic.hpp"
+#include "../rank_program.hpp"
+#include "../traffic_summary.hpp"
 
 namespace fast::detail {
 
@@ -51,97 +62,84 @@ struct stream_slot {
 /// When balancing and redistribution happen (see the file comment).
 enum class gather_timing { windowed, up_front };
 
-/// Exclusive prefix sums of the matrix at server granularity: send displacement of the first
-/// block rank r sends to server d, and receive displacement of the first block rank r receives
-/// from server s. With the tile itself, every block's packed displacement follows. O(R^2).
-struct layout_index {
-    std::vector<std::int64_t> send_server; // R x S: [rank * S + server]
-    std::vector<std::int64_t> recv_server; // S x R: [server * R + rank]
-
-    void build(const traffic_matrix& m, const topology& topo) {
-        const auto r = static_cast<std::size_t>(topo.ranks());
-        const auto s = static_cast<std::size_t>(topo.servers);
-        const auto g = static_cast<std::size_t>(topo.gpus_per_server);
-        send_server.resize(r * s);
-        recv_server.resize(r * s);
-        column_sums_.assign(r, 0);
-        const std::int64_t* data = m.data();
-        for (std::size_t row = 0; row < r; ++row) {
-            if (row % g == 0)
-                std::copy(column_sums_.begin(), column_sums_.end(), recv_server.begin() + static_cast<std::ptrdiff_t>(row / g * r));
-            const std::int64_t* line = data + row * r;
-            std::int64_t acc = 0;
-            for (std::size_t d = 0; d < s; ++d) {
-                send_server[row * s + d] = acc;
-                for (std::size_t c = d * g; c < (d + 1) * g; ++c) {
-                    acc += line[c];
-                    column_sums_[c] += line[c];
-                }
-            }
-        }
-    }
-
-    /// Bytes each rank receives in all (valid after build).
-    [[nodiscard]] const std::vector<std::int64_t>& column_sums() const noexcept { return column_sums_; }
-
-private:
-    std::vector<std::int64_t> column_sums_;
-};
-
-/// Builds a plan's transfers step by step; reusable across plans (buffers keep their capacity).
+/// Builds a plan's transfers step by step, or one rank's (the focus); reusable across plans
+/// (buffers keep their capacity).
 class plan_builder {
     // Region 0 is no region: an end outside scratch, at base 0 (so offsets resolve without a
-    // branch on whether an end is in scratch).
+    // branch on whether an end is in scratch). Ids from foreign_region up name regions of ranks
+    // outside the focus rank's server, which have no record.
     static constexpr std::uint32_t no_region = 0;
-    // A transfer being built (per step, in emission order): the regions of its scratch ends (no_region
-    // where an end is not in scratch) stay beside it until finish() knows every region's base.
+    static constexpr std::uint32_t foreign_region = std::uint32_t{1} << 31;
+    static constexpr std::size_t none = static_cast<std::size_t>(-1);
+    // The block a transfer's bytes belong to (origin and final rank), for plans whose transfers
+    // stay within one block.
+    struct block_key {
+        std::int32_t origin = -1;
+        std::int32_t final = -1;
+        friend bool operator==(const block_key&, const block_key&) = default;
+    };
+    // A transfer being built (per step, in emission order): the regions of its scratch ends
+    // (no_region where an end is not in scratch) stay beside it until finish() knows every
+    // region's base.
     struct record {
         transfer t;
         std::uint32_t src_region;
         std::uint32_t dst_region;
+        block_key block;
     };
 
 public:
     /// Starts a plan with steps 0 .. last_step + 1 (step 0 and the step after the last
     /// scale-out step carry only scale-up work). `step_bytes[k]` is the length of scale-out step
-    /// k in bytes (k = 1 .. last_step), the room scale-up work may fill at B_up / B_out.
-    void start(const traffic_matrix& m, const topology& topo, std::int32_t last_step,
-               gather_timing timing, int window, std::span<const std::int64_t> step_bytes) {
+    /// k in bytes (k = 1 .. last_step), the room scale-up work may fill at B_up / B_out. `focus`:
+    /// the rank whose part is built, or -1 for the whole plan. `split_blocks`: no transfer
+    /// carries bytes of two blocks (each is one contiguous range in a user buffer).
+    void start(const traffic_summary& sum, const topology& topo, std::int32_t last_step, gather_timing timing,
+               int window, std::span<const std::int64_t> step_bytes, int focus = -1, bool split_blocks = false) {
         if (window < 1 || window > max_window)
             throw invalid_argument("window must be between 1 and " + std::to_string(max_window) +
                                    ", got " + std::to_string(window));
-        m_ = &m;
+        sum_ = &sum;
         topo_ = topo;
         g_ = topo.gpus_per_server;
         timing_ = timing;
         window_ = timing == gather_timing::up_front ? 1 : window;
         last_ = last_step;
-        index_.build(m, topo);
-        heat_rank_.resize(static_cast<std::size_t>(topo.ranks()));
+        focus_ = focus;
+        focus_server_ = focus >= 0 ? topo.server_of(focus) : -1;
+        split_blocks_ = split_blocks;
+        const auto r = static_cast<std::size_t>(topo.ranks());
+        const auto ug = static_cast<std::size_t>(g_);
+        // Heat: what each rank receives in all (the summary's column sums), ranked per server.
+        heat_.resize(r);
+        const std::size_t last_row = static_cast<std::size_t>(topo.servers - 1) * r;
+        for (std::size_t j = 0; j < r; ++j) heat_[j] = sum.received_before[last_row + j] + sum.received[last_row + j];
+        heat_rank_.resize(r);
         for (int d = 0; d < topo.servers; ++d) {
-            const std::size_t at = static_cast<std::size_t>(d) * static_cast<std::size_t>(g_);
-            descending_ranks(std::span<const std::int64_t>(index_.column_sums().data() + at, static_cast<std::size_t>(g_)),
-                             std::span<std::uint32_t>(heat_rank_.data() + at, static_cast<std::size_t>(g_)));
+            const std::size_t at = static_cast<std::size_t>(d) * ug;
+            descending_ranks(std::span<const std::int64_t>(heat_.data() + at, ug), std::span<std::uint32_t>(heat_rank_.data() + at, ug));
         }
         steps_ = static_cast<std::size_t>(last_step) + 2;
         if (buckets_.size() < steps_) buckets_.resize(steps_);
         for (std::size_t k = 0; k < steps_; ++k) buckets_[k].clear();
+        last_kept_.assign(steps_, none);
         regions_.assign(1, region{});
-        staged_region_.assign(static_cast<std::size_t>(topo.ranks()), no_region);
+        next_foreign_ = foreign_region;
+        staged_region_.assign(r, no_region);
         const double ratio = topo.scale_up_gbps / topo.scale_out_gbps;
         capacity_.assign(steps_, 0);
         for (std::size_t k = 1; k < steps_ && k < step_bytes.size(); ++k)
             capacity_[k] = saturate(static_cast<double>(step_bytes[k]) * ratio);
         if (timing == gather_timing::windowed) {
-            const auto r = static_cast<std::size_t>(topo.ranks());
-            room_send_.resize(r * steps_);
-            room_recv_.resize(r * steps_);
-            for (std::size_t k = 0; k < r; ++k) {
+            // Rooms of the ranks whose moves are placed: all, or the focus rank's server's.
+            const std::size_t rooms = focus < 0 ? r : ug;
+            room_send_.resize(rooms * steps_);
+            room_recv_.resize(rooms * steps_);
+            for (std::size_t k = 0; k < rooms; ++k) {
                 std::copy(capacity_.begin(), capacity_.end(), room_send_.begin() + static_cast<std::ptrdiff_t>(k * steps_));
                 std::copy(capacity_.begin(), capacity_.end(), room_recv_.begin() + static_cast<std::ptrdiff_t>(k * steps_));
             }
         }
-        const auto ug = static_cast<std::size_t>(g_);
         tile_.resize(ug * ug);
         send_at_.resize(ug * ug);
         recv_at_.resize(ug * ug);
@@ -152,32 +150,27 @@ public:
         stamp_ = 0;
     }
 
-    /// Copies tile (s, d) out of the matrix (its rows are far apart there) and computes the
-    /// packed displacements of every block.
-    void load_tile(int s, int d) {
+    /// Copies tile (s, d) (block (a, b) at tile[a * stride + b]; its rows are far apart in a
+    /// matrix) and computes the packed displacements of every block from the summary.
+    void load_tile(int s, int d, const std::int64_t* tile, std::size_t stride) {
         s_ = s;
         d_ = d;
         const auto ug = static_cast<std::size_t>(g_);
-        const auto us = static_cast<std::size_t>(topo_.servers);
-        const auto r = static_cast<std::size_t>(topo_.ranks());
-        const std::int64_t* from = m_->data() + static_cast<std::size_t>(s) * ug * r + static_cast<std::size_t>(d) * ug;
-        std::int64_t* tile = tile_.data();
+        std::int64_t* own = tile_.data();
         for (std::size_t a = 0; a < ug; ++a) {
-            const std::size_t src = static_cast<std::size_t>(s) * ug + a;
-            std::int64_t at = index_.send_server[src * us + static_cast<std::size_t>(d)];
+            std::int64_t at = sum_->sent_before[sum_->index(s, d, static_cast<int>(a))];
             for (std::size_t b = 0; b < ug; ++b) {
-                const std::int64_t n = from[a * r + b];
-                tile[a * ug + b] = n;
+                const std::int64_t n = tile[a * stride + b];
+                own[a * ug + b] = n;
                 send_at_[a * ug + b] = at;
                 at += n;
             }
         }
         for (std::size_t b = 0; b < ug; ++b) {
-            const std::size_t dst = static_cast<std::size_t>(d) * ug + b;
-            std::int64_t at = index_.recv_server[static_cast<std::size_t>(s) * r + dst];
+            std::int64_t at = sum_->received_before[sum_->index(s, d, static_cast<int>(b))];
             for (std::size_t a = 0; a < ug; ++a) {
                 recv_at_[a * ug + b] = at;
-                at += tile[a * ug + b];
+                at += own[a * ug + b];
             }
         }
     }
@@ -205,12 +198,13 @@ public:
                 if (n == 0) continue;
                 const int src = rank(s_, a);
                 const int dst = rank(d_, b);
+                const transfer_end from{src, buffer::send, no_region, send_at_[a * ug + b]};
+                const transfer_end to{dst, buffer::recv, no_region, recv_at_[a * ug + b]};
+                const block_key block{src, dst};
                 if (timing_ == gather_timing::up_front)
-                    emit_up<false>(1, src, buffer::send, no_region, send_at_[a * ug + b], dst, buffer::recv,
-                                   no_region, recv_at_[a * ug + b], n);
+                    emit_up<false>(1, from, to, block, n);
                 else
-                    emit_up<true>(roomiest<false>(src, dst, first, last), src, buffer::send, no_region,
-                                  send_at_[a * ug + b], dst, buffer::recv, no_region, recv_at_[a * ug + b], n);
+                    emit_up<true>(roomiest<false>(src, dst, first, last), from, to, block, n);
             }
     }
 
@@ -221,10 +215,9 @@ public:
         else emit_stream<false>(rail, pieces, slots);
     }
 
-    /// Concatenates the steps into `out` (dropping empty ones unless `keep_empty_steps`: a
-    /// server's slice keeps them so that all slices number steps alike), lays out each rank's
-    /// scratch regions and resolves the region-relative offsets.
-    void finish(plan& out, bool keep_empty_steps = false) {
+    /// Concatenates the steps into `out` (dropping empty ones), lays out each rank's scratch
+    /// regions and resolves the region-relative offsets. Whole plans only.
+    void finish(plan& out) {
         const auto r = static_cast<std::size_t>(topo_.ranks());
         layout_regions(r);
         out.scratch_bytes.assign(r, 0);
@@ -236,7 +229,7 @@ public:
         std::size_t total = 0;
         for (std::size_t k = 0; k < steps_; ++k) {
             total += buckets_[k].size();
-            if (!buckets_[k].empty() || keep_empty_steps) out.step_offsets.push_back(total);
+            if (!buckets_[k].empty()) out.step_offsets.push_back(total);
         }
         out.transfers.resize(total); // a reused plan keeps its size: nothing to initialise
         transfer* y = out.transfers.data();
@@ -249,10 +242,48 @@ public:
             }
     }
 
+    /// The focus rank's program: its transfers step by step (steps numbered 0 .. last_step + 1
+    /// whether or not the whole plan has transfers in them), its scratch laid out, other ranks'
+    /// scratch offsets 0, pairs numbered. `counts`: number_pairs' workspace.
+    void finish(rank_program& out, std::vector<std::uint32_t>& counts) {
+        layout_focus_regions();
+        out.rank = focus_;
+        out.topology = topo_;
+        out.steps = static_cast<std::uint32_t>(steps_);
+        out.one_to_one_scale_out = true;
+        out.scratch_bytes = 0;
+        for (const std::uint32_t k : order_)
+            out.scratch_bytes = std::max(out.scratch_bytes, checked_add(regions_[k].base, regions_[k].size, "scratch of one rank"));
+        out.transfers.clear();
+        for (std::size_t k = 0; k < steps_; ++k)
+            for (const record& x : buckets_[k]) {
+                rank_transfer y{x.t, static_cast<std::uint32_t>(k), 0};
+                resolve_focus(y.transfer.src, y.transfer.src_buffer, x.src_region, y.transfer.src_offset);
+                resolve_focus(y.transfer.dst, y.transfer.dst_buffer, x.dst_region, y.transfer.dst_offset);
+                out.transfers.push_back(y);
+            }
+        number_pairs(out, counts);
+    }
+
 private:
     [[nodiscard]] int rank(int server, std::size_t local) const noexcept {
         return server * g_ + static_cast<int>(local);
     }
+    // Whether `rank`'s moves are placed (and regions kept): every rank, or the focus's server's.
+    [[nodiscard]] bool local(int rank) const noexcept { return focus_ < 0 || rank / g_ == focus_server_; }
+    // Whether a transfer between src and dst is kept.
+    [[nodiscard]] bool kept(int src, int dst) const noexcept { return focus_ < 0 || src == focus_ || dst == focus_; }
+    [[nodiscard]] static bool foreign(std::uint32_t id) noexcept { return id >= foreign_region; }
+
+    // One end of a transfer: rank, buffer, region (no_region outside scratch), offset (relative
+    // to the region in scratch).
+    struct transfer_end {
+        int rank;
+        buffer buf;
+        std::uint32_t region;
+        std::int64_t offset;
+    };
+
     // A scratch region of `rank`, alive from step `first` to step `last`.
     struct region {
         std::int64_t size = 0;
@@ -270,6 +301,11 @@ private:
         const int finals = d_ * g_;
         const int carrier = origins + rail;
         const int receiver = finals + rail;
+        // The source server's gathers and the destination server's redistribution are placed
+        // where their server's moves are.
+        const bool gathers = local(carrier);
+        const bool scatters = local(receiver);
+        const bool out_kept = kept(carrier, receiver);
         const piece* pc = pieces.data();
         const piece* const end = pc + pieces.size();
         std::int64_t used = 0; // bytes of *pc already sent
@@ -283,8 +319,10 @@ private:
                 std::uint32_t& staged = staged_region_[static_cast<std::size_t>(carrier)];
                 if (staged == no_region) staged = new_region(carrier, 0, slot.step);
                 g_region = staged;
-                gathered = regions_[g_region].size;
-                regions_[g_region].last = std::max(regions_[g_region].last, slot.step);
+                if (!foreign(g_region)) {
+                    gathered = regions_[g_region].size;
+                    regions_[g_region].last = std::max(regions_[g_region].last, slot.step);
+                }
             }
             // One placement decision per origin (gathers) and per final GPU (redistribution) of
             // the slot, remembered under this slot's stamp.
@@ -293,10 +331,10 @@ private:
             // windowed timing its last gather and last redistribution. While the slot is emitted
             // nothing else goes into their steps (gathers go before its step, redistribution
             // after it, and a carrier sends to one receiver per step), and its gather and landing
-            // regions are its own, so each stays its step's last record: it is extended there,
-            // with no index kept. (Up front, every slot of a carrier gathers into one region: gathers
-            // there extend whatever their step's last transfer is.)
-            bool out_open = false; // the slot's scale-out so far is its step's last record
+            // regions are its own. (Up front, every slot of a carrier gathers into one region:
+            // gathers there extend whatever their step's last transfer is.)
+            std::size_t out_record = none; // the slot's scale-out so far, if kept
+            block_key out_block;
             open_move gather;  // keyed by origin, ending in its send buffer
             open_move scatter; // keyed by final GPU, ending in its receive buffer
             std::int64_t left = slot.bytes;
@@ -306,45 +344,41 @@ private:
                 const auto a = static_cast<std::size_t>(pc->origin);
                 const auto b = static_cast<std::size_t>(pc->final);
                 const std::int64_t at = pc->offset + used;
-                buffer src_buf = buffer::send;
-                std::uint32_t src_region = no_region;
-                std::int64_t src_off = send_at_[a * ug + b] + at;
+                const block_key block{origins + pc->origin, finals + pc->final};
+                transfer_end from{carrier, buffer::send, no_region, send_at_[a * ug + b] + at};
                 if (a != ui) {
-                    const int origin = origins + pc->origin;
-                    if (gather_stamp_[a] != stamp_) decide_gather<up_front>(a, origin, carrier, slot.step, g_region);
-                    emit_move<up_front>(gather, a, src_off, gather_step_of_[a], origin, buffer::send, no_region, src_off,
-                                        carrier, buffer::scratch, g_region, gathered, n);
-                    src_buf = buffer::scratch;
-                    src_region = g_region;
-                    src_off = gathered;
+                    if (gathers) {
+                        const int origin = origins + pc->origin;
+                        if (gather_stamp_[a] != stamp_) decide_gather<up_front>(a, origin, carrier, slot.step, g_region);
+                        emit_move<up_front>(gather, a, gather_step_of_[a], {origin, buffer::send, no_region, from.offset},
+                                            {carrier, buffer::scratch, g_region, gathered}, block, n);
+                    } else if (g_region == no_region) {
+                        g_region = next_foreign_++;
+                    }
+                    from = {carrier, buffer::scratch, g_region, gathered};
                     gathered += n;
                 }
-                buffer dst_buf = buffer::recv;
-                std::uint32_t dst_region = no_region;
-                std::int64_t dst_off = recv_at_[a * ug + b] + at;
+                transfer_end to{receiver, buffer::recv, no_region, recv_at_[a * ug + b] + at};
                 if (b != ui) {
-                    const int final_rank = finals + pc->final;
-                    if (scatter_stamp_[b] != stamp_) decide_scatter<up_front>(b, receiver, final_rank, slot.step, l_region);
-                    emit_move<up_front>(scatter, b, dst_off, scatter_step_of_[b], receiver, buffer::scratch, l_region,
-                                        landed, final_rank, buffer::recv, no_region, dst_off, n);
-                    dst_buf = buffer::scratch;
-                    dst_region = l_region;
-                    dst_off = landed;
+                    if (scatters) {
+                        const int final_rank = finals + pc->final;
+                        if (scatter_stamp_[b] != stamp_) decide_scatter<up_front>(b, receiver, final_rank, slot.step, l_region);
+                        emit_move<up_front>(scatter, b, scatter_step_of_[b], {receiver, buffer::scratch, l_region, landed},
+                                            {final_rank, buffer::recv, no_region, to.offset}, block, n);
+                    } else if (l_region == no_region) {
+                        l_region = next_foreign_++;
+                    }
+                    to = {receiver, buffer::scratch, l_region, landed};
                     landed += n;
                 }
-                if (out_open) {
-                    record& o = buckets_[static_cast<std::size_t>(slot.step)].back();
-                    if (o.t.src_buffer == src_buf && o.t.dst_buffer == dst_buf && o.src_region == src_region &&
-                        o.dst_region == dst_region && o.t.src_offset + o.t.bytes == src_off &&
-                        o.t.dst_offset + o.t.bytes == dst_off) {
-                        o.t.bytes += n;
-                        goto next;
+                if (out_kept) {
+                    if (out_record != none && extends(buckets_[static_cast<std::size_t>(slot.step)][out_record], out_block, from, to, block)) {
+                        buckets_[static_cast<std::size_t>(slot.step)][out_record].t.bytes += n;
+                    } else {
+                        out_record = append(slot.step, n, from, to, block, tier::scale_out);
                     }
+                    out_block = block;
                 }
-                out_open = true;
-                append(slot.step, n, carrier, src_buf, src_region, src_off, receiver, dst_buf, dst_region, dst_off,
-                       tier::scale_out);
-            next:
                 used += n;
                 left -= n;
                 if (used == pc->bytes) {
@@ -352,15 +386,32 @@ private:
                     used = 0;
                 }
             }
-            if (g_region != no_region) regions_[g_region].size = gathered;
-            if (l_region != no_region) regions_[l_region].size = landed;
+            if (!foreign(g_region) && g_region != no_region) regions_[g_region].size = gathered;
+            if (!foreign(l_region) && l_region != no_region) regions_[l_region].size = landed;
         }
     }
 
+    // Whether a transfer from `from` to `to` continues record x (same regions, contiguous at
+    // both ends, and with split blocks the same block as the last piece `last`).
+    [[nodiscard]] bool extends(const record& x, const block_key& last, const transfer_end& from, const transfer_end& to,
+                               const block_key& block) const noexcept {
+        return x.t.src_buffer == from.buf && x.t.dst_buffer == to.buf && x.src_region == from.region &&
+               x.dst_region == to.region && x.t.src_offset + x.t.bytes == from.offset &&
+               x.t.dst_offset + x.t.bytes == to.offset && (!split_blocks_ || last == block);
+    }
+
     std::uint32_t new_region(int rank, std::int32_t first, std::int32_t last) {
-        if (regions_.size() > UINT32_MAX) throw invalid_argument("a plan with more than 2^32 scratch regions");
+        if (!local(rank)) return next_foreign_++;
+        if (regions_.size() >= foreign_region) throw invalid_argument("a plan with more than 2^31 scratch regions");
         regions_.push_back({0, 0, rank, first, last});
         return static_cast<std::uint32_t>(regions_.size() - 1);
+    }
+
+    // Resolves one end of a kept transfer in the focus rank's program: its own scratch offsets
+    // get their region's base, another rank's read 0.
+    void resolve_focus(int end_rank, buffer buf, std::uint32_t region_id, std::int64_t& offset) const noexcept {
+        if (buf != buffer::scratch) return;
+        offset = end_rank == focus_ ? offset + regions_[region_id].base : 0;
     }
 
     // Gives every region a base: per rank, in order of first step (longer-lived and larger
@@ -372,39 +423,55 @@ private:
         order_.resize(regions_.size() - 1);
         fill_.assign(by_rank_.begin(), by_rank_.end() - 1);
         for (std::uint32_t k = 1; k < regions_.size(); ++k) order_[fill_[static_cast<std::size_t>(regions_[k].rank)]++] = k;
-        for (std::size_t k = 0; k < ranks; ++k) {
-            const auto first = order_.begin() + static_cast<std::ptrdiff_t>(by_rank_[k]);
-            const auto last = order_.begin() + static_cast<std::ptrdiff_t>(by_rank_[k + 1]);
-            std::sort(first, last, [&](std::uint32_t x, std::uint32_t y) {
-                const region& a = regions_[x];
-                const region& b = regions_[y];
-                if (a.first != b.first) return a.first < b.first;
-                if (a.last != b.last) return a.last > b.last;
-                if (a.size != b.size) return a.size > b.size;
-                return x < y;
-            });
-            active_.clear(); // placed regions that may still overlap, by base
-            for (auto it = first; it != last; ++it) {
-                region& x = regions_[*it];
-                // Regions that ended before this one starts no longer constrain it.
-                active_.erase(std::remove_if(active_.begin(), active_.end(),
-                                             [&](std::uint32_t y) { return regions_[y].last < x.first; }),
-                              active_.end());
-                std::int64_t base = 0;
-                for (const std::uint32_t y : active_) { // sorted by base
-                    const region& z = regions_[y];
-                    if (z.size == 0) continue;
-                    if (base + x.size <= z.base) break;
-                    base = std::max(base, z.base + z.size);
-                }
-                x.base = base;
-                active_.insert(std::upper_bound(active_.begin(), active_.end(), *it,
-                                                [&](std::uint32_t y, std::uint32_t z) {
-                                                    return regions_[y].base < regions_[z].base;
-                                                }),
-                               *it);
+        for (std::size_t k = 0; k < ranks; ++k)
+            place_regions(order_.begin() + static_cast<std::ptrdiff_t>(by_rank_[k]),
+                          order_.begin() + static_cast<std::ptrdiff_t>(by_rank_[k + 1]));
+    }
+
+    // The same for the focus rank's regions alone (order_ holds them afterwards).
+    void layout_focus_regions() {
+        order_.clear();
+        for (std::uint32_t k = 1; k < regions_.size(); ++k)
+            if (regions_[k].rank == focus_) order_.push_back(k);
+        place_regions(order_.begin(), order_.end());
+    }
+
+    // Lays out one rank's regions [first, last) of order_ (see layout_regions).
+    void place_regions(std::vector<std::uint32_t>::iterator first, std::vector<std::uint32_t>::iterator last) {
+        std::sort(first, last, [&](std::uint32_t x, std::uint32_t y) {
+            const region& a = regions_[x];
+            const region& b = regions_[y];
+            if (a.first != b.first) return a.first < b.first;
+            if (a.last != b.last) return a.last > b.last;
+            if (a.size != b.size) return a.size > b.size;
+            return x < y;
+        });
+        active_.clear(); // placed regions that may still overlap, by base
+        for (auto it = first; it != last; ++it) {
+            region& x = regions_[*it];
+            // Regions that ended before this one starts no longer constrain it.
+            active_.erase(std::remove_if(active_.begin(), active_.end(),
+                                         [&](std::uint32_t y) { return regions_[y].last < x.first; }),
+                          active_.end());
+            std::int64_t base = 0;
+            for (const std::uint32_t y : active_) { // sorted by base
+                const region& z = regions_[y];
+                if (z.size == 0) continue;
+                if (base + x.size <= z.base) break;
+                base = std::max(base, z.base + z.size);
             }
+            x.base = base;
+            active_.insert(std::upper_bound(active_.begin(), active_.end(), *it,
+                                            [&](std::uint32_t y, std::uint32_t z) {
+                                                return regions_[y].base < regions_[z].base;
+                                            }),
+                           *it);
         }
+    }
+
+    // Row of `rank`'s rooms: every rank's, or the focus server's GPUs'.
+    [[nodiscard]] std::size_t room_row(int rank) const noexcept {
+        return static_cast<std::size_t>(focus_ < 0 ? rank : rank - focus_server_ * g_) * steps_;
     }
 
     // The step in [first, last] with the most scale-up room left (under that step's scale-out)
@@ -412,8 +479,8 @@ private:
     // less time in scratch), else the earliest.
     template <bool late>
     [[nodiscard]] std::int32_t roomiest(int src, int dst, std::int32_t first, std::int32_t last) const noexcept {
-        const std::int64_t* send = room_send_.data() + static_cast<std::size_t>(src) * steps_;
-        const std::int64_t* recv = room_recv_.data() + static_cast<std::size_t>(dst) * steps_;
+        const std::int64_t* send = room_send_.data() + room_row(src);
+        const std::int64_t* recv = room_recv_.data() + room_row(dst);
         // The first step met in scan order wins ties: the latest when `late`.
         std::int32_t best = late ? last : first;
         std::int64_t best_room = std::min(send[best], recv[best]);
@@ -457,65 +524,72 @@ private:
     // the same GPU (`key`) at the offset where this one ended (`end`; the scratch end is
     // contiguous by construction).
     struct open_move {
-        std::int32_t step = -1; // its step (its record is that step's last), or -1: none yet
+        std::int32_t step = -1; // its step, or -1: none yet
         std::size_t key = 0;
         std::int64_t end = 0;
+        std::size_t record = none; // its record in its step's bucket, if kept
+        block_key block;           // the block of its last piece
     };
 
     // A gather or redistribution of a stream's piece (see emit_stream's open transfers); the
-    // offset `tracked` is the one at its key's end.
+    // offset `tracked` (at the key's end) is the one in the end outside scratch.
     template <bool up_front>
-    void emit_move(open_move& open, std::size_t key, std::int64_t tracked, std::int32_t step, int src, buffer sb,
-                   std::uint32_t sr, std::int64_t so, int dst, buffer db, std::uint32_t dr, std::int64_t dof,
-                   std::int64_t n) {
+    void emit_move(open_move& open, std::size_t key, std::int32_t step, const transfer_end& from, const transfer_end& to,
+                   const block_key& block, std::int64_t n) {
         if constexpr (up_front) {
-            emit_up<false>(step, src, sb, sr, so, dst, db, dr, dof, n);
+            emit_up<false>(step, from, to, block, n);
         } else {
-            count_up(step, src, dst, n);
-            if (open.step == step && open.key == key && open.end == tracked)
-                buckets_[static_cast<std::size_t>(step)].back().t.bytes += n;
-            else
-                append(step, n, src, sb, sr, so, dst, db, dr, dof, tier::scale_up);
+            count_up(step, from.rank, to.rank, n);
+            const std::int64_t tracked = from.buf == buffer::scratch ? to.offset : from.offset;
+            if (open.step == step && open.key == key && open.end == tracked && (!split_blocks_ || open.block == block)) {
+                if (open.record != none) buckets_[static_cast<std::size_t>(step)][open.record].t.bytes += n;
+            } else {
+                open.record = append(step, n, from, to, block, tier::scale_up);
+            }
             open.step = step;
             open.key = key;
             open.end = tracked + n;
+            open.block = block;
         }
     }
 
     // Takes scale-up bytes off src's send and dst's receive room in step `step`.
     void count_up(std::int32_t step, int src, int dst, std::int64_t bytes) noexcept {
-        room_send_[static_cast<std::size_t>(src) * steps_ + static_cast<std::size_t>(step)] -= bytes;
-        room_recv_[static_cast<std::size_t>(dst) * steps_ + static_cast<std::size_t>(step)] -= bytes;
+        room_send_[room_row(src) + static_cast<std::size_t>(step)] -= bytes;
+        room_recv_[room_row(dst) + static_cast<std::size_t>(step)] -= bytes;
     }
 
-    // A scale-up transfer into step `step`: extends the step's last transfer when contiguous
-    // with it, and (with `load`: windowed timing) counts its bytes against both ports.
+    // A scale-up transfer into step `step`: extends the last transfer the step has seen when
+    // that is kept, between the same ranks and contiguous with it, and (with `load`: windowed
+    // timing) counts its bytes against both ports.
     template <bool load>
-    void emit_up(std::int32_t step, int src, buffer sb, std::uint32_t sr, std::int64_t so, int dst, buffer db,
-                 std::uint32_t dr, std::int64_t dof, std::int64_t bytes) {
-        if constexpr (load) count_up(step, src, dst, bytes);
-        if (std::vector<record>& b = buckets_[static_cast<std::size_t>(step)]; !b.empty()) {
-            record& last = b.back();
-            transfer& l = last.t;
-            if (l.src == src && l.dst == dst && l.src_offset + l.bytes == so && l.dst_offset + l.bytes == dof &&
-                last.src_region == sr && last.dst_region == dr && l.tier == tier::scale_up && l.src_buffer == sb &&
-                l.dst_buffer == db) {
-                l.bytes += bytes;
+    void emit_up(std::int32_t step, const transfer_end& from, const transfer_end& to, const block_key& block,
+                 std::int64_t bytes) {
+        if constexpr (load) count_up(step, from.rank, to.rank, bytes);
+        if (const std::size_t last = last_kept_[static_cast<std::size_t>(step)]; last != none) {
+            record& x = buckets_[static_cast<std::size_t>(step)][last];
+            if (x.t.src == from.rank && x.t.dst == to.rank && x.t.tier == tier::scale_up && extends(x, x.block, from, to, block)) {
+                x.t.bytes += bytes;
+                x.block = block;
                 return;
             }
         }
-        append(step, bytes, src, sb, sr, so, dst, db, dr, dof, tier::scale_up);
+        append(step, bytes, from, to, block, tier::scale_up);
     }
 
-    // Adds a transfer to step `step` as its last.
-    void append(std::int32_t step, std::int64_t bytes, int src, buffer sb, std::uint32_t sr, std::int64_t so,
-                int dst, buffer db, std::uint32_t dr, std::int64_t dof, fast::tier t) {
-        std::vector<record>& b = buckets_[static_cast<std::size_t>(step)];
-        b.push_back(record{transfer{bytes, so, dof, src, dst, t, sb, db}, sr, dr});
+    // Adds a transfer to step `step` as its last, if kept (else the step's last transfer is
+    // not one of the kept ones any more). Returns its index in the step, or none.
+    std::size_t append(std::int32_t step, std::int64_t bytes, const transfer_end& from, const transfer_end& to,
+                       const block_key& block, fast::tier t) {
+        const auto k = static_cast<std::size_t>(step);
+        if (!kept(from.rank, to.rank)) return last_kept_[k] = none;
+        std::vector<record>& b = buckets_[k];
+        b.push_back(record{transfer{bytes, from.offset, to.offset, from.rank, to.rank, t, from.buf, to.buf},
+                           from.region, to.region, block});
+        return last_kept_[k] = b.size() - 1;
     }
 
-
-    const traffic_matrix* m_ = nullptr;
+    const traffic_summary* sum_ = nullptr;
     topology topo_;
     int g_ = 1;
     int s_ = 0;
@@ -523,17 +597,21 @@ private:
     gather_timing timing_ = gather_timing::windowed;
     int window_ = 1;
     std::int32_t last_ = 0;
+    int focus_ = -1;
+    int focus_server_ = -1;
+    bool split_blocks_ = false;
     std::vector<std::int64_t> tile_; // the loaded tile, G x G
-    layout_index index_;
     std::vector<std::int64_t> send_at_;
     std::vector<std::int64_t> recv_at_;
-    std::vector<std::uint32_t> heat_rank_; // per rank: its position by heat within its server
+    std::vector<std::int64_t> heat_;            // per rank: what it receives in all
+    std::vector<std::uint32_t> heat_rank_;      // per rank: its position by heat within its server
     std::vector<std::int32_t> gather_step_of_;  // per origin GPU, within one slot
     std::vector<std::int32_t> scatter_step_of_; // per final GPU, within one slot
     std::vector<std::uint64_t> gather_stamp_;   // per origin GPU: the slot whose step it holds
     std::vector<std::uint64_t> scatter_stamp_;  // per final GPU: likewise
     std::uint64_t stamp_ = 0;                   // the slot being emitted
     std::vector<std::vector<record>> buckets_; // per step, in emission order
+    std::vector<std::size_t> last_kept_;       // per step: its last transfer if kept, else none
     std::size_t steps_ = 0;
     std::vector<std::int64_t> capacity_; // per step: scale-up bytes that fit under its scale-out
     // rank x step: room left on its send (receive) port, the step's capacity less the scale-up
@@ -541,6 +619,7 @@ private:
     std::vector<std::int64_t> room_send_;
     std::vector<std::int64_t> room_recv_;
     std::vector<region> regions_;
+    std::uint32_t next_foreign_ = foreign_region;
     std::vector<std::uint32_t> staged_region_; // per rank: its up-front region, or no_region
     std::vector<std::size_t> by_rank_;
     std::vector<std::size_t> fill_;

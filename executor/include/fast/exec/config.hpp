@@ -60,8 +60,8 @@ struct config {
     /// <fast/exec/mpi.hpp>) each allgather. Must be positive.
     std::chrono::milliseconds timeout{60'000};
     /// A transfer whose bytes lie in several regions of a non-packed user layout goes as one UCX
-    /// message with an iov datatype (true) or as one message per contiguous piece (false). Device
-    /// memory always uses pieces.
+    /// message with an iov datatype (true); or the plans split blocks so that every transfer is
+    /// one contiguous region on both sides (false). Device memory always splits blocks.
     bool iov = true;
     /// The fabric the planner plans for (fast::topology's fields; defaults: the h200 preset).
     /// Only the ratios and latencies shape the plan, so give the network's real figures: an
