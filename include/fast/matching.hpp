@@ -160,24 +160,34 @@ private:
             std::size_t queued = 1;
             queue[0] = root;
             int free_col = -1;
-            for (std::size_t head = 0; head < queued && free_col < 0; ++head) {
-                const int r = queue[head];
-                const std::uint64_t* row = g.row(r);
-                // The row's lowest unseen free column, which the scan below would stop at, ends
-                // the search at once; otherwise every column it reaches is matched.
-                for (std::size_t w = 0; w < uw; ++w)
-                    if (const std::uint64_t hit = row[w] & ~seen[w] & free[w]) {
-                        free_col = static_cast<int>(w) * 64 + __builtin_ctzll(hit);
-                        parent[free_col] = r;
-                        break;
-                    }
-                for (std::size_t w = 0; w < uw && free_col < 0; ++w) {
-                    std::uint64_t fresh = row[w] & ~seen[w];
-                    seen[w] |= fresh;
-                    for (; fresh != 0; fresh &= fresh - 1) {
-                        const int c = static_cast<int>(w) * 64 + __builtin_ctzll(fresh);
-                        parent[c] = r;
-                        queue[queued++] = row_of[c];
+            // Breadth-first, a level at a time: the first row of the level (in queue order) with
+            // a free column ends the search at its lowest free column, before any row of the
+            // level is expanded (expanding only appends the next level, and a free column is
+            // never seen: a row is expanded only once it has none); else every row of the level
+            // is expanded, in order, each column reached first from its first row.
+            for (std::size_t begin = 0, end = 1; begin < end && free_col < 0; begin = end, end = queued) {
+                for (std::size_t head = begin; head < end; ++head) {
+                    const std::uint64_t* row = g.row(queue[head]);
+                    for (std::size_t w = 0; w < uw; ++w)
+                        if (const std::uint64_t hit = row[w] & free[w]) {
+                            free_col = static_cast<int>(w) * 64 + __builtin_ctzll(hit);
+                            parent[free_col] = queue[head];
+                            break;
+                        }
+                    if (free_col >= 0) break;
+                }
+                if (free_col >= 0) break;
+                for (std::size_t head = begin; head < end; ++head) {
+                    const int r = queue[head];
+                    const std::uint64_t* row = g.row(r);
+                    for (std::size_t w = 0; w < uw; ++w) {
+                        std::uint64_t fresh = row[w] & ~seen[w];
+                        seen[w] |= fresh;
+                        for (; fresh != 0; fresh &= fresh - 1) {
+                            const int c = static_cast<int>(w) * 64 + __builtin_ctzll(fresh);
+                            parent[c] = r;
+                            queue[queued++] = row_of[c];
+                        }
                     }
                 }
             }
