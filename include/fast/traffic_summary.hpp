@@ -63,32 +63,54 @@ inline void fill_prefixes(traffic_summary& out) {
 }
 } // namespace detail
 
-/// Summarises the valid traffic matrix `m` (validated first: throws fast::invalid_argument
-/// naming a bad entry). Reuses out's buffers. O(R^2), one pass over m.
+/// Summarises the traffic matrix `m`, which it validates (throws fast::invalid_argument naming
+/// a bad entry, as validate_traffic). Reuses out's buffers. O(R^2): one pass over m, sums and
+/// checks together (sums wrap until the check has passed: nothing is returned then).
 inline void summarize(const traffic_matrix& m, const topology& topo, traffic_summary& out) {
-    validate_traffic(m, topo);
+    validate(topo);
+    const auto r = static_cast<std::size_t>(topo.ranks());
+    if (static_cast<std::size_t>(m.rows()) != r || static_cast<std::size_t>(m.cols()) != r) validate_traffic(m, topo);
     const auto us = static_cast<std::size_t>(topo.servers);
     const auto ug = static_cast<std::size_t>(topo.gpus_per_server);
-    const std::size_t r = us * ug;
     out.servers = topo.servers;
     out.gpus_per_server = topo.gpus_per_server;
     out.sent.resize(us * us * ug);
     out.received.resize(us * us * ug);
     const std::int64_t* data = m.data();
+    // As detail::all_bytes_fit: signs or-ed, the total summed in 32-bit halves (exact for up to
+    // 2^31 entries between carries: one row at a time).
+    std::uint64_t signs = 0;
+    std::uint64_t high = 0;
+    std::uint64_t low = 0;
+    bool fits = true;
     for (std::size_t s = 0; s < us; ++s) {
         // received for source server s, (d, b) = column d * G + b: the sum of s's G rows.
-        std::int64_t* received = out.received.data() + s * r;
+        auto* received = reinterpret_cast<std::uint64_t*>(out.received.data() + s * r);
         for (std::size_t j = 0; j < r; ++j) received[j] = 0;
         for (std::size_t a = 0; a < ug; ++a) {
-            const std::int64_t* row = data + (s * ug + a) * r;
-            for (std::size_t j = 0; j < r; ++j) received[j] += row[j];
+            const auto* row = reinterpret_cast<const std::uint64_t*>(data + (s * ug + a) * r);
+            std::uint64_t row_high = 0;
+            std::uint64_t row_low = 0;
+            for (std::size_t j = 0; j < r; ++j) {
+                const std::uint64_t x = row[j];
+                received[j] += x;
+                signs |= x;
+                row_high += x >> 32;
+                row_low += x & 0xffffffffu;
+            }
+            high += row_high + (row_low >> 32);
+            low += row_low & 0xffffffffu;
+            high += low >> 32;
+            low &= 0xffffffffu;
+            fits = fits && high < (std::uint64_t{1} << 31);
             for (std::size_t d = 0; d < us; ++d) {
-                std::int64_t n = 0;
+                std::uint64_t n = 0;
                 for (std::size_t b = 0; b < ug; ++b) n += row[d * ug + b];
-                out.sent[(s * us + d) * ug + a] = n;
+                out.sent[(s * us + d) * ug + a] = static_cast<std::int64_t>(n);
             }
         }
     }
+    if (!fits || (signs >> 63) != 0) validate_traffic(m, topo); // throws, naming the entry
     detail::fill_prefixes(out);
 }
 
