@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 
 #include <fast/fast.hpp>
+#include <fast/detail/random.hpp>
 #include <fast/plan_json.hpp>
 
 #include "cluster_options.hpp"
@@ -32,7 +33,7 @@
 namespace {
 
 struct options : fast_tools::cluster_options {
-    std::string scheduler = "fast";
+    std::string scheduler = "automatic";
     std::string policy = "rail-packed";
     int quantum_choices = fast::plan_options{}.quantum_choices;
     int quantum_refinements = fast::plan_options{}.quantum_refinements;
@@ -145,6 +146,7 @@ std::vector<variant> variants_of(const options& o) {
         if (base.scheduler == fast::scheduler::fast) label += " (" + std::string(fast::to_string(base.policy)) + ")";
         return {{label, base}};
     }
+    // --compare: every scheduler (the automatic choice is one of them).
     std::vector<variant> out;
     for (const fast::policy p : {fast::policy::rail_packed, fast::policy::bottleneck, fast::policy::exact}) {
         fast::plan_options x = base;
@@ -176,6 +178,44 @@ std::pair<fast::plan, double> timed_plan(fast::planner& p, const fast::traffic_m
     }
     std::sort(times.begin(), times.end());
     return {std::move(result), times[times.size() / 2]};
+}
+
+// What one rank pays (planner::make_rank): the slowest of rank 0, the busiest rank (most bytes
+// sent and received) and a rank drawn from `seed`, each the median of `repeat` calls; and
+// whether each of their programs is the whole plan `whole` restricted to the rank.
+std::pair<double, bool> timed_ranks(fast::planner& p, const fast::traffic_matrix& m, const fast::plan& whole,
+                                    int repeat, std::uint64_t seed) {
+    const int r = static_cast<int>(m.rows());
+    const auto sent = fast::send_totals(m);
+    const auto received = fast::recv_totals(m);
+    int busiest = 0;
+    for (int k = 1; k < r; ++k)
+        if (sent[static_cast<std::size_t>(k)] + received[static_cast<std::size_t>(k)] >
+            sent[static_cast<std::size_t>(busiest)] + received[static_cast<std::size_t>(busiest)])
+            busiest = k;
+    fast::detail::rng gen(seed);
+    const int drawn = static_cast<int>(gen.below(static_cast<std::uint64_t>(r)));
+    double slowest = 0;
+    bool equal = true;
+    std::vector<double> times;
+    for (const int rank : {0, busiest, drawn}) {
+        times.clear();
+        for (int k = 0; k < repeat; ++k) {
+            const auto start = std::chrono::steady_clock::now();
+            (void)p.make_rank(m, rank);
+            times.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+        }
+        std::sort(times.begin(), times.end());
+        slowest = std::max(slowest, times[times.size() / 2]);
+        const fast::rank_program want = fast::restrict_to_rank(whole, rank);
+        const fast::rank_program& got = p.make_rank(m, rank);
+        bool same = want.transfers.size() == got.transfers.size() && want.scratch_bytes == got.scratch_bytes;
+        for (std::size_t k = 0; same && k < got.transfers.size(); ++k)
+            same = want.transfers[k].transfer == got.transfers[k].transfer &&
+                   want.transfers[k].pair_index == got.transfers[k].pair_index;
+        equal = equal && same;
+    }
+    return {slowest, equal};
 }
 
 // The largest scratch buffer as a share of the largest receive buffer: what a rank must
@@ -289,8 +329,8 @@ int run_plan(const options& o) {
     std::printf("workload %s: %s in all, %s per GPU on average; lower bound T_lb = %.2f us\n\n",
                 o.workload.c_str(), human_bytes(total).c_str(),
                 human_bytes(total / topo.ranks()).c_str(), bound);
-    std::printf("%-24s %6s %6s %10s %14s %7s %11s %9s  %s\n", "scheduler", "steps", "stages",
-                "plan(us)", "predicted(us)", "/T_lb", "algbw(GB/s)", "scratch", "verified");
+    std::printf("%-32s %6s %6s %10s %10s %14s %7s %11s %9s  %s\n", "scheduler", "steps", "stages",
+                "plan(us)", "rank(us)", "predicted(us)", "/T_lb", "algbw(GB/s)", "scratch", "verified");
     std::fflush(stdout);
     int failures = 0;
     std::vector<fast::plan> kept; // for --svg
@@ -298,19 +338,31 @@ int run_plan(const options& o) {
         const variant& v = variants[k];
         fast::planner planner(topo, v.options);
         auto [p, planning_us] = timed_plan(planner, m, o.repeat, bar, v.label);
-        bar.show("verifying " + v.label + " (" + std::to_string(p.transfers.size()) + " transfers) ...");
+        std::string label = v.label;
+        if (v.options.scheduler == fast::scheduler::automatic) {
+            label += ": " + std::string(fast::to_string(planner.last_scheduler()));
+            if (planner.last_scheduler() == fast::scheduler::fast)
+                label += " (" + std::string(fast::to_string(v.options.policy)) + ")";
+        }
+        bar.show("planning " + label + " per rank ...");
+        const auto [rank_us, programs_equal] = timed_ranks(planner, m, p, o.repeat, o.seed);
+        bar.show("verifying " + label + " (" + std::to_string(p.transfers.size()) + " transfers) ...");
         const fast::verification check = fast::verify(p, m);
-        bar.show("predicting " + v.label + " ...");
+        bar.show("predicting " + label + " ...");
         const double predicted = fast::predict_us(p);
         const double scratch = scratch_share(p, m);
         const double algbw = predicted > 0 ? total / topo.ranks() / (predicted * 1e3) : 0.0;
         bar.clear();
-        std::printf("%-24s %6zu %6zu %10.1f %14.2f %7.4f %11.2f %8.0f%%  %s\n", v.label.c_str(), p.steps(),
-                    fast::count_stages(p), planning_us, predicted, bound > 0 ? predicted / bound : 0.0,
-                    algbw, 100 * scratch, check.ok() ? "yes" : "NO");
+        const bool ok = check.ok() && programs_equal;
+        std::printf("%-32s %6zu %6zu %10.1f %10.1f %14.2f %7.4f %11.2f %8.0f%%  %s\n", label.c_str(), p.steps(),
+                    fast::count_stages(p), planning_us, rank_us, predicted, bound > 0 ? predicted / bound : 0.0,
+                    algbw, 100 * scratch, ok ? "yes" : "NO");
         std::fflush(stdout);
         if (!check.ok()) {
-            std::fprintf(stderr, "fast-plan: %s: %s\n", v.label.c_str(), check.message().c_str());
+            std::fprintf(stderr, "fast-plan: %s: %s\n", label.c_str(), check.message().c_str());
+            ++failures;
+        } else if (!programs_equal) {
+            std::fprintf(stderr, "fast-plan: %s: a rank's program differs from the whole plan's part\n", label.c_str());
             ++failures;
         }
         if (k == 0 && !o.json.empty()) {
@@ -383,7 +435,10 @@ int main(int argc, char** argv) {
                  "Plans a traffic matrix, verifies the plan and prints the cost model's prediction."};
     app.set_version_flag("--version", "fast-plan 0.1.0");
     fast_tools::add_cluster_options(app, o);
-    app.add_option("--scheduler", o.scheduler, "fast | fast-unbalanced | direct | spreadout")->capture_default_str();
+    app.add_option("--scheduler", o.scheduler,
+                   "automatic (fast or direct, whichever the cost model predicts faster) | fast | fast-unbalanced | "
+                   "direct | spreadout")
+        ->capture_default_str();
     app.add_option("--policy", o.policy, "FAST's policy: rail-packed | bottleneck | exact (the paper)")
         ->capture_default_str();
     app.add_option("--quantum-choices", o.quantum_choices,

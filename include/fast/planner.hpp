@@ -48,6 +48,7 @@ namespace fast {
 
 /// What make_plan builds.
 enum class scheduler {
+    automatic,       ///< per call, fast or direct, whichever the cost model predicts faster
     fast,            ///< FAST with the policy of plan_options::policy
     fast_unbalanced, ///< stages of the GPU-level matrix, without intra-server balancing
     direct,          ///< everything at once (NCCL / MPI style)
@@ -56,6 +57,7 @@ enum class scheduler {
 
 [[nodiscard]] inline std::string_view to_string(scheduler s) noexcept {
     switch (s) {
+    case scheduler::automatic: return "automatic";
     case scheduler::fast: return "fast";
     case scheduler::fast_unbalanced: return "fast-unbalanced";
     case scheduler::direct: return "direct";
@@ -66,11 +68,11 @@ enum class scheduler {
 
 /// Parses a scheduler name; throws fast::invalid_argument listing the valid ones.
 [[nodiscard]] inline scheduler parse_scheduler(std::string_view name) {
-    for (const scheduler s : {scheduler::fast, scheduler::fast_unbalanced, scheduler::direct,
+    for (const scheduler s : {scheduler::automatic, scheduler::fast, scheduler::fast_unbalanced, scheduler::direct,
                               scheduler::spreadout})
         if (name == to_string(s)) return s;
     throw invalid_argument("unknown scheduler '" + std::string(name) +
-                           "' (expected fast, fast-unbalanced, direct or spreadout)");
+                           "' (expected automatic, fast, fast-unbalanced, direct or spreadout)");
 }
 
 /// How FAST decomposes the traffic into stages (see the file comment).
@@ -100,7 +102,9 @@ enum class stage_order {
 };
 
 struct plan_options {
-    fast::scheduler scheduler = scheduler::fast;
+    /// automatic: FAST where the cost model predicts it faster than direct, direct where not
+    /// (latency-bound calls: small messages pay FAST's steps; planner::choose).
+    fast::scheduler scheduler = scheduler::automatic;
     fast::policy policy = policy::rail_packed;
     /// Stage order of the exact policy.
     stage_order order = stage_order::automatic;
@@ -198,6 +202,7 @@ public:
             validate_traffic(m, topo_);
             make_unbalanced(m);
             break;
+        case scheduler::automatic:
         case scheduler::fast:
             summarize(m, topo_, summary_);
             make_fast(m);
@@ -213,34 +218,194 @@ public:
     /// computed whole (every rank computes the same one); then only the tiles with an end in
     /// the rank's server are balanced and walked, placing that server's scale-up moves and
     /// keeping the rank's transfers. Cost: the summary (O(R^2) here, one pass over m), the
-    /// schedule, and O(S G^2 + the server's pieces) for the rank. The baselines, FAST without
-    /// balancing and the exact policy with an automatic order (chosen by predicting whole
-    /// plans) build the whole plan and restrict it. The reference stays valid until the next
-    /// call.
+    /// schedule, and O(S G^2 + the server's pieces) for the rank; a direct program O(R G).
+    /// Spreadout, FAST without balancing and the exact policy with an automatic order (chosen by
+    /// predicting whole plans) build the whole plan and restrict it. The reference stays valid
+    /// until the next call.
     const rank_program& make_rank(const traffic_matrix& m, int rank) {
         if (rank < 0 || rank >= topo_.ranks())
             throw invalid_argument("rank " + std::to_string(rank) + " is not in 0 .. " + std::to_string(topo_.ranks() - 1));
-        if (options_.scheduler != scheduler::fast ||
-            (options_.policy == policy::exact && options_.order == stage_order::automatic)) {
+        const bool whole = options_.scheduler == scheduler::spreadout || options_.scheduler == scheduler::fast_unbalanced ||
+                           (options_.scheduler != scheduler::direct && options_.policy == policy::exact &&
+                            options_.order == stage_order::automatic);
+        if (whole) {
             rank_ = restrict_to_rank(make(m), rank);
             return rank_;
         }
         summarize(m, topo_, summary_);
         focus_ = rank;
-        make_fast(m);
+        if (options_.scheduler == scheduler::direct) make_direct_rank(m);
+        else make_fast(m);
         focus_ = -1;
         return rank_;
     }
 
+    /// The FAST schedule alone, as every rank computes it before its own transfers (make_rank
+    /// without the emission; the automatic choice is not made): the length in bytes of each
+    /// scale-out step, the longest slot of the step, in step order. For benchmarks and for
+    /// runtimes that want the shape of a call. The span stays valid until the next call.
+    std::span<const std::int64_t> make_schedule(const traffic_matrix& m) {
+        summarize(m, topo_, summary_);
+        schedule_only_ = true;
+        const plan_options saved = options_;
+        if (options_.policy == policy::exact) options_.order = stage_order::ascending; // no whole plans to predict
+        try {
+            make_fast(m);
+        } catch (...) {
+            schedule_only_ = false;
+            options_ = saved;
+            throw;
+        }
+        schedule_only_ = false;
+        options_ = saved;
+        if (step_bytes_.empty()) return {};
+        return {step_bytes_.data() + 1, step_bytes_.size() - 1};
+    }
+
+    /// What the last make or make_rank chose: fast or direct with the automatic scheduler, else
+    /// the scheduler of the options.
+    [[nodiscard]] fast::scheduler last_scheduler() const noexcept { return last_scheduler_; }
+
 private:
     void make_fast(const traffic_matrix& m) {
+        last_scheduler_ = scheduler::fast;
         switch (options_.policy) {
         case policy::exact: make_exact(m); break;
         case policy::bottleneck: make_bottleneck(m); break;
         case policy::rail_packed: make_rail_packed(m); break;
         }
-        if (focus_ < 0) plan_.scheduler = "fast";
+        if (focus_ < 0 && last_scheduler_ == scheduler::fast) plan_.scheduler = "fast";
     }
+
+    // --- direct, and the automatic choice ---------------------------------------------------
+
+    // The cost model's time of the direct plan, from the summary: one step in which every port
+    // carries all its bytes at once, so the call ends with the busiest port. O(S^2 G).
+    [[nodiscard]] double direct_us() const {
+        const auto us = static_cast<std::size_t>(topo_.servers);
+        const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
+        double worst = 0;
+        auto port = [&](std::int64_t bytes, double alpha, double gbps) {
+            if (bytes > 0) worst = std::max(worst, alpha + detail::transfer_us(bytes, gbps));
+        };
+        for (std::size_t s = 0; s < us; ++s)
+            for (std::size_t k = 0; k < ug; ++k) {
+                std::int64_t out = 0;
+                std::int64_t in = 0;
+                for (std::size_t d = 0; d < us; ++d) {
+                    if (d == s) continue;
+                    out += summary_.sent[(s * us + d) * ug + k];
+                    in += summary_.received[(d * us + s) * ug + k];
+                }
+                port(out, topo_.alpha_out_us, topo_.scale_out_gbps);
+                port(in, topo_.alpha_out_us, topo_.scale_out_gbps);
+                port(summary_.sent[(s * us + s) * ug + k], topo_.alpha_up_us, topo_.scale_up_gbps);
+                port(summary_.received[(s * us + s) * ug + k], topo_.alpha_up_us, topo_.scale_up_gbps);
+            }
+        return worst;
+    }
+
+    // The schedule's time in the model where its ramps hide the scale-up work: per scale-out
+    // step alpha_out and its longest slot, and alpha_up for the balancing before the first
+    // step and the redistribution after the last. O(steps).
+    [[nodiscard]] double schedule_us() const {
+        double t = topo_.gpus_per_server > 1 ? 2 * topo_.alpha_up_us : 0.0;
+        for (std::size_t k = 1; k < step_bytes_.size(); ++k)
+            t += topo_.alpha_out_us + detail::transfer_us(step_bytes_[k], topo_.scale_out_gbps);
+        return t;
+    }
+
+    // With the automatic scheduler, once the schedule is known: whether direct is predicted at
+    // least as fast (then it is built instead of emitting the schedule). The schedule's time
+    // leaves out scale-up work its ramps do not hide (up to 9% of the plan's predicted time
+    // over the sizes and shapes of planner_test's sweep, most with few servers and many GPUs),
+    // so FAST must win by a margin that covers it.
+    [[nodiscard]] bool direct_wins() const {
+        constexpr double margin = 1.10;
+        return options_.scheduler == scheduler::automatic && schedule_us() * margin >= direct_us();
+    }
+
+    // The direct plan, or the focus rank's program of it.
+    void make_direct(const traffic_matrix& m) {
+        last_scheduler_ = scheduler::direct;
+        if (focus_ >= 0) {
+            make_direct_rank(m);
+            return;
+        }
+        // make_direct_plan's plan, in plan_'s buffers (planning again allocates nothing).
+        const int r = topo_.ranks();
+        plan_.topology = topo_;
+        plan_.scheduler = "direct";
+        plan_.one_to_one_scale_out = false;
+        plan_.scratch_bytes.assign(static_cast<std::size_t>(r), 0);
+        plan_.transfers.clear();
+        plan_.step_offsets.assign(1, 0);
+        received_at_.assign(static_cast<std::size_t>(r), 0);
+        for (int i = 0; i < r; ++i) {
+            std::int64_t sent = 0;
+            for (int j = 0; j < r; ++j) {
+                const std::int64_t n = m(i, j);
+                if (n == 0) continue;
+                std::int64_t& received = received_at_[static_cast<std::size_t>(j)];
+                plan_.transfers.push_back({n, sent, received, i, j, topo_.same_server(i, j) ? tier::scale_up : tier::scale_out,
+                                           buffer::send, buffer::recv});
+                sent += n;
+                received += n;
+            }
+        }
+        if (!plan_.transfers.empty()) plan_.end_step();
+    }
+
+    // The focus rank's part of make_direct_plan(m) (its blocks in row-major order: those it
+    // receives from lower ranks, its own row, those it receives from higher ranks), with both
+    // ends' packed offsets from the summary and the tiles of its server. O(R G).
+    void make_direct_rank(const traffic_matrix& m) {
+        last_scheduler_ = scheduler::direct;
+        const int me = focus_;
+        const int g = topo_.gpus_per_server;
+        const int x = topo_.server_of(me);
+        const int r = topo_.ranks();
+        rank_.rank = me;
+        rank_.topology = topo_;
+        rank_.steps = 1;
+        rank_.scratch_bytes = 0;
+        rank_.one_to_one_scale_out = false;
+        rank_.transfers.clear();
+        auto block = [&](int i, int j, std::int64_t src_offset, std::int64_t dst_offset) {
+            transfer t{m(i, j), src_offset, dst_offset, i, j, topo_.same_server(i, j) ? tier::scale_up : tier::scale_out,
+                       buffer::send, buffer::recv};
+            rank_.transfers.push_back({t, 0, 0});
+        };
+        // Block (i, me): at i's send offset for me, at my receive offset for i.
+        std::int64_t received = 0;
+        auto receive = [&](int i) {
+            const std::int64_t n = m(i, me);
+            if (n == 0) return;
+            std::int64_t at = summary_.sent_before[summary_.index(topo_.server_of(i), x, topo_.local_of(i))];
+            for (int b = x * g; b < me; ++b) at += m(i, b);
+            block(i, me, at, received);
+            received += n;
+        };
+        for (int i = 0; i < me; ++i) receive(i);
+        std::int64_t sent = 0;
+        for (int j = 0; j < r; ++j) {
+            const std::int64_t n = m(me, j);
+            if (n == 0) continue;
+            if (j == me) {
+                block(me, me, sent, received);
+                received += n;
+            } else {
+                // My block at j: after what j receives from servers before mine and from the
+                // GPUs of my server before me.
+                std::int64_t at = summary_.received_before[summary_.index(x, topo_.server_of(j), topo_.local_of(j))];
+                for (int a = x * g; a < me; ++a) at += m(a, j);
+                block(me, j, sent, at);
+            }
+            sent += n;
+        }
+        for (int i = me + 1; i < r; ++i) receive(i);
+    }
+
 
     // --- the paper ----------------------------------------------------------------------------
 
@@ -501,6 +666,11 @@ private:
     // with a focus rank the tiles with an end in its server and the rank's program.
     void emit(const traffic_matrix& m, detail::gather_timing timing,
               std::span<const std::int64_t> capacity, detail::rail_preference preference) {
+        if (schedule_only_) return;
+        if (direct_wins()) {
+            make_direct(m);
+            return;
+        }
         const auto us = static_cast<std::size_t>(topo_.servers);
         const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
         const auto ur = static_cast<std::size_t>(topo_.ranks());
@@ -624,6 +794,9 @@ private:
     plan_options options_;
     plan plan_;
     int focus_ = -1; // make_rank: the rank whose program is being emitted
+    fast::scheduler last_scheduler_ = scheduler::fast;
+    bool schedule_only_ = false; // make_schedule: stop before the emission
+    std::vector<std::int64_t> received_at_; // make_direct: per rank, its receive offset so far
     rank_program rank_;
     traffic_summary summary_;
     std::vector<std::uint32_t> pair_counts_; // number_pairs' workspace

@@ -28,6 +28,7 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 using namespace fast;
 
 TEST_CASE("planning again with a reused planner allocates nothing") {
+    for (const scheduler sch : {scheduler::automatic, scheduler::fast})
     for (const policy p : {policy::rail_packed, policy::bottleneck}) {
         for (const int servers : {2, 4, 16}) {
             const topology t = make_topology(servers, 8);
@@ -36,12 +37,13 @@ TEST_CASE("planning again with a reused planner allocates nothing") {
                     w == 0 ? make_zipf(t, 0.8, 1 << 26, 7) : make_moe(t, moe_options{}, 1 << 26, 7);
                 plan_options o;
                 o.policy = p;
+                o.scheduler = sch;
                 planner reused(t, o);
                 (void)reused.make(m); // sizes every buffer
                 const long before = allocations.load();
                 const plan& again = reused.make(m);
                 const long during = allocations.load() - before;
-                INFO("policy " << to_string(p) << ", " << servers << " x 8, workload " << w);
+                INFO(to_string(sch) << ", policy " << to_string(p) << ", " << servers << " x 8, workload " << w);
                 CHECK(during == 0);
                 fast::test::check_plan(again, m);
             }

@@ -179,6 +179,36 @@ TEST_CASE("a planner reused across calls gives the same plans as fresh ones") {
     }
 }
 
+TEST_CASE("the default plan predicts no worse than direct, from 4 KiB to 1 GiB per GPU") {
+    int fast_chosen = 0;
+    int cases = 0;
+    for (const auto& [servers, g] : {std::pair{4, 8}, std::pair{8, 8}, std::pair{2, 4}, std::pair{16, 8}, std::pair{3, 2}})
+        for (int w = 0; w < 3; ++w)
+            for (std::int64_t bytes = 4096; bytes <= (std::int64_t{1} << 30); bytes *= 4) {
+                const topology t = make_topology(servers, g);
+                const traffic_matrix m = w == 0 ? make_zipf(t, 0.8, bytes, 1)
+                                         : w == 1 ? make_moe(t, moe_options{}, bytes, 1)
+                                                  : make_uniform(t, bytes / t.ranks());
+                INFO(servers << " x " << g << ", workload " << w << ", " << bytes << " bytes per GPU");
+                planner p(t); // the default options: the automatic scheduler
+                const plan& chosen = p.make(m);
+                test::check_plan(chosen, m);
+                CHECK(chosen.scheduler == to_string(p.last_scheduler()));
+                const plan direct = make_direct_plan(m, t);
+                test::check_plan(direct, m);
+                CHECK(predict_us(chosen) <= 1.01 * predict_us(direct));
+                fast_chosen += chosen.scheduler == "fast";
+                ++cases;
+            }
+    // Not direct everywhere: FAST wherever it wins by more than the margin.
+    CHECK(fast_chosen > cases / 4);
+    const topology t = make_topology(4, 8);
+    const traffic_matrix m = make_zipf(t, 0.8, std::int64_t{256} << 20, 1);
+    planner p(t);
+    CHECK(p.make(m).scheduler == "fast");
+    CHECK(predict_us(p.make(m)) < 0.9 * predict_us(make_direct_plan(m, t)));
+}
+
 TEST_CASE("bad options and mismatched matrices are named") {
     const topology t = make_topology(2, 2);
     plan_options o;
