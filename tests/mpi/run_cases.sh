@@ -50,7 +50,9 @@ link=(-L"$lib" -Wl,--push-state,--no-as-needed -lfast_mpi -Wl,--pop-state -Wl,-r
 case "$lang" in
   c)
     flags=(-std=c99 -O2 -Wall)
-    [[ $sanitize == none ]] || flags+=(-fsanitize="$sanitize" -fno-omit-frame-pointer)
+    # A C program linked to a C++ library built with -fsanitize=undefined needs the C++ part of
+    # the sanitizer runtime too.
+    [[ $sanitize == none ]] || flags+=(-fsanitize="$sanitize" -fno-omit-frame-pointer -fsanitize-link-c++-runtime -lstdc++)
     OMPI_CC=$cc mpicc "${flags[@]}" "$here/alltoall_cases.c" -o "$work/prog"
     OMPI_CC=$cc mpicc "${flags[@]}" "$here/alltoall_cases.c" "${link[@]}" -o "$work/prog_linked" ;;
   fortran|f08)

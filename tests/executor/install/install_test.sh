@@ -42,7 +42,9 @@ if [[ -n "$mpi_pc" ]]; then
   cc=gcc
   [[ "$cxx" == *clang* ]] && cc=clang
   echo "pkg-config --libs fast-mpi: $(pkg-config --libs fast-mpi)"
-  OMPI_CC=$cc mpicc -std=c99 "${extra[@]}" "$source_dir/tests/mpi/alltoall_cases.c" $(pkg-config --libs fast-mpi) -o "$root/mpi_program"
+  c_extra=("${extra[@]}")
+  [[ "$sanitize" == none ]] || c_extra+=(-fsanitize-link-c++-runtime -lstdc++) # the library is C++
+  OMPI_CC=$cc mpicc -std=c99 "${c_extra[@]}" "$source_dir/tests/mpi/alltoall_cases.c" $(pkg-config --libs fast-mpi) -o "$root/mpi_program"
   readelf -d "$root/mpi_program" | grep -q 'NEEDED.*libfast_mpi' || { echo "mpi_program does not load libfast_mpi"; exit 1; }
   readelf -d "$(pkg-config --variable=libdir fast-mpi)/libfast_mpi.so" | grep -q 'RUNPATH.*\$ORIGIN' ||
     { echo "the installed libfast_mpi.so has no RUNPATH \$ORIGIN"; exit 1; }
