@@ -16,7 +16,7 @@ namespace {
 
 constexpr const char* names[][2] = {
     {"FAST_MPI_ENABLE", "1 (default) or 0: 0 sends every call to the MPI library unchanged"},
-    {"FAST_MPI_THRESHOLD", "bytes (suffixes K, M, G): a call goes FAST when every rank sends or receives at least this much (64K)"},
+    {"FAST_MPI_THRESHOLD", "bytes (suffixes K, M, G): a call goes FAST when every rank sends or receives at least this much (8K)"},
     {"FAST_MPI_SCHEDULER", "fast (default) or direct: the executor's schedule"},
     {"FAST_MPI_FLOW", "rendezvous (default) or credits: the executor's flow control"},
     {"FAST_MPI_GPUS_PER_SERVER", "ranks per server; 0 (default): the ranks of each shared-memory node"},

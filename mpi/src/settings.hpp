@@ -14,7 +14,7 @@ namespace fast::mpi {
 struct settings {
     bool enable = true;
     /// A call goes FAST only when every rank sends or receives at least this many bytes.
-    std::size_t threshold = 64 * 1024;
+    std::size_t threshold = 8 * 1024;
     /// The executor's configuration: scheduler, flow, servers, timeout, fabric figures.
     /// gpus_per_server = 0 here means: found with MPI_Comm_split_type(MPI_COMM_TYPE_SHARED).
     fast::exec::config exec;
