@@ -13,11 +13,12 @@ std::uintptr_t address(const void* buf, long long displ, MPI_Aint extent) {
     return reinterpret_cast<std::uintptr_t>(buf) + static_cast<std::uintptr_t>(displ * static_cast<long long>(extent));
 }
 
-bool counts_fit(const block_list& blocks, std::size_t size) {
+// No negative count; packed blocks within MPI_Pack's int sizes.
+bool counts_fit(const block_list& blocks, std::size_t size, bool packed) {
     for (int j = 0; j < blocks.ranks; ++j) {
         const int c = blocks.count(j);
         if (c < 0) return false;
-        if (size != 0 && static_cast<std::size_t>(c) > static_cast<std::size_t>(INT_MAX) / size) return false;
+        if (packed && size != 0 && static_cast<std::size_t>(c) > static_cast<std::size_t>(INT_MAX) / size) return false;
     }
     return true;
 }
@@ -40,7 +41,8 @@ type_info describe(MPI_Datatype t) noexcept {
 bool make_side(const void* buf, const block_list& blocks, MPI_Datatype type, bool pack, byte_side& out) {
     out = byte_side{};
     const type_info t = describe(type);
-    if (!counts_fit(blocks, t.size) || (!t.contiguous && (!pack || type == MPI_DATATYPE_NULL))) return false;
+    if (!t.contiguous && (!pack || type == MPI_DATATYPE_NULL)) return false;
+    if (!counts_fit(blocks, t.size, !t.contiguous)) return false;
     const auto n = static_cast<std::size_t>(blocks.ranks);
     out.counts.resize(n);
     out.displs.resize(n);

@@ -3,6 +3,7 @@
 #include "errors.hpp"
 #include "state.hpp"
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <set>
@@ -51,6 +52,7 @@ std::map<MPI_Request, std::unique_ptr<operation>> table;
 std::vector<std::unique_ptr<operation>> orphans; // freed by the application, still running
 std::set<int> tags_in_use;
 int next_tag = 0;
+std::atomic<std::size_t> operations{0}; // table.size(), read without the lock by is_ours
 
 int take_tag() {
     int* ub = nullptr;
@@ -132,11 +134,12 @@ int launch(std::unique_ptr<operation> op, MPI_Request* request) {
         op->current = op->ch->submit(run_once(p));
     }
     table.emplace(*request, std::move(op));
+    operations = table.size();
     return MPI_SUCCESS;
 }
 
 bool is_ours(MPI_Request r) {
-    if (r == MPI_REQUEST_NULL) return false;
+    if (r == MPI_REQUEST_NULL || operations.load(std::memory_order_acquire) == 0) return false;
     std::lock_guard lock(mutex);
     return table.count(r) != 0;
 }
@@ -183,6 +186,7 @@ int finish(MPI_Request key, MPI_Status* st, MPI_Comm& comm) {
     if (!op.persistent) {
         tags_in_use.erase(op.tag);
         table.erase(it);
+        operations = table.size();
     }
     return code;
 }
@@ -220,6 +224,7 @@ int release(MPI_Request* r) {
     auto it = table.find(*r);
     std::unique_ptr<operation> op = std::move(it->second);
     table.erase(it);
+    operations = table.size();
     const int rc = PMPI_Request_free(r); // an active carrier is freed by MPI once it completes
     if (op->active && !op->current->done) {
         op->orphan = true;
@@ -238,6 +243,7 @@ void release_all() noexcept {
         std::lock_guard lock(mutex);
         for (auto& [key, op] : table) all.push_back(std::move(op));
         table.clear();
+        operations = 0;
         for (auto& op : orphans) all.push_back(std::move(op));
         orphans.clear();
     }
