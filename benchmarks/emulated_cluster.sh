@@ -6,6 +6,7 @@
 #   shared memory only inside a server and the emulated network between servers.
 #
 #   sudo benchmarks/emulated_cluster.sh [options] [-- alltoallv_perf arguments]
+#   sudo benchmarks/emulated_cluster.sh [options] --program PATH [--compare LIB] [-- its arguments]
 #
 # Run with --help for the options. Needs root (network namespaces, tc, mounts). Creates only its
 # own namespaces (named fe<PID>-*), addresses only inside them (198.18.0.0/16 data, 198.19.0.0/24
@@ -15,6 +16,7 @@ set -euo pipefail
 usage() {
   cat <<'EOF'
 usage: emulated_cluster.sh [options] [-- alltoallv_perf arguments]
+       emulated_cluster.sh [options] --program PATH [--preload LIB | --compare LIB] [-- its arguments]
 
 Emulates S servers x G GPUs on this machine and runs alltoallv_perf (-g G and --nic-gbit are
 passed for you) with one MPI rank per GPU:
@@ -38,9 +40,18 @@ options:
       --perf PATH        the alltoallv_perf binary (build/benchmarks/alltoallv_perf)
       --timeout SECONDS  hard limit of the whole MPI run (3600)
       --stats            after the run, print every NIC's and bridge port's tc byte counters
+      --program PATH     run this MPI program instead of alltoallv_perf (-g and --nic-gbit are
+                         not added), e.g. build/benchmarks/mpi_alltoallv_bench
+      --preload LIB      preload LIB into every rank (LD_PRELOAD), e.g. build/mpi/libfast_mpi.so
+      --compare LIB      run the program twice on the same emulated cluster: without LIB, then
+                         with LIB preloaded
+      --env VAR=VALUE    set VAR in every rank's environment (may repeat). With --preload or
+                         --compare, FAST_MPI_SCALE_OUT_GBPS is set from --rate unless given here
   -h, --help             this text
-Everything after -- goes to alltoallv_perf (see its --help), e.g.
+Everything after -- goes to alltoallv_perf (see its --help), or to --program, e.g.
   emulated_cluster.sh -- -W file:../shared/workloads/megatron_moe_4x8.txt -u 8K --every 60 -n 5
+  emulated_cluster.sh --program build/benchmarks/mpi_alltoallv_bench \
+    --compare build/mpi/libfast_mpi.so --env FAST_MPI_FLOW=credits -- --zipf 1.2 -n 3
 EOF
 }
 
@@ -54,6 +65,10 @@ perf=$here/build/benchmarks/alltoallv_perf
 run_timeout=3600
 stats=0
 perf_args=()
+program=
+preload=
+compare=0
+rank_env=()
 # Options with a value: "need "$@"" stops with one line naming the option when the value is missing.
 need() { [[ -n ${2:-} ]] || { echo "emulated_cluster.sh: $1 needs a value (see --help)" >&2; exit 2; }; }
 while [[ $# -gt 0 ]]; do
@@ -66,6 +81,11 @@ while [[ $# -gt 0 ]]; do
     --perf) need "$@"; perf=$2; shift 2 ;;
     --timeout) need "$@"; run_timeout=$2; shift 2 ;;
     --stats) stats=1; shift ;;
+    --program) need "$@"; program=$2; shift 2 ;;
+    --preload) need "$@"; preload=$2; compare=0; shift 2 ;;
+    --compare) need "$@"; preload=$2; compare=1; shift 2 ;;
+    --env) need "$@"; [[ $2 == [A-Za-z_]*=* ]] || { echo "emulated_cluster.sh: --env needs VAR=VALUE, got '$2'" >&2; exit 2; }
+      rank_env+=("$2"); shift 2 ;;
     -h|--help) usage; exit 0 ;;
     --) shift; perf_args=("$@"); break ;;
     *) echo "emulated_cluster.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -78,7 +98,19 @@ die() { echo "emulated_cluster.sh: $*" >&2; exit 1; }
 [[ $gpus =~ ^[0-9]+$ && $gpus -ge 1 && $gpus -le 150 ]] || die "--gpus must be 1..150, got '$gpus'"
 ((servers * gpus <= 150)) || die "at most 150 ranks (management addresses), got $servers x $gpus"
 [[ $rate =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--rate must be a number of Mbit/s, got '$rate'"
-[[ -x $perf ]] || die "no alltoallv_perf at '$perf' (build it: scripts/dev build, or pass --perf)"
+if [[ -n $program ]]; then
+  [[ -x $program && -f $program ]] || die "--program '$program' is not an executable file"
+  program=$(cd "$(dirname "$program")" && pwd)/$(basename "$program")
+else
+  [[ -x $perf ]] || die "no alltoallv_perf at '$perf' (build it: scripts/dev build, or pass --perf)"
+  [[ -z $preload ]] || die "--preload and --compare need --program"
+fi
+if [[ -n $preload ]]; then
+  [[ -f $preload ]] || die "--preload/--compare '$preload' is not a file"
+  preload=$(cd "$(dirname "$preload")" && pwd)/$(basename "$preload")
+  [[ " ${rank_env[*]} " == *" FAST_MPI_SCALE_OUT_GBPS="* ]] ||
+    rank_env+=("FAST_MPI_SCALE_OUT_GBPS=$(awk -v r="$rate" 'BEGIN { printf "%.6g", r / 8000 }')")
+fi
 for tool in ip tc unshare mount mpirun orted timeout; do
   command -v "$tool" >/dev/null || die "'$tool' not found"
 done
@@ -168,15 +200,23 @@ s=\${host#server}
 exec ip netns exec $tag-s\$s unshare --mount --uts --propagation private -- /bin/sh -c \\
   'mount --bind $work/boot_id.'\$s' /proc/sys/kernel/random/boot_id && hostname '\$host' && exec /bin/sh -c "\$0"' "\$*"
 EOF
-# Every rank uses its own NIC: Open MPI's TCP BTL and UCX are restricted to it.
-wrapper=$work/rank.sh
-cat >"$wrapper" <<EOF
+# Every rank uses its own NIC: Open MPI's TCP BTL and UCX are restricted to it. The --env values
+# and (second wrapper) the preloaded library reach the rank through env, not `ip`.
+write_wrapper() { # write_wrapper FILE [LD_PRELOAD=LIB]
+  local extra=("${rank_env[@]}")
+  [[ -z ${2:-} ]] || extra+=("$2")
+  cat >"$1" <<EOF
 #!/bin/sh
 g=\${OMPI_COMM_WORLD_LOCAL_RANK:?}
 export OMPI_MCA_btl_tcp_if_include=nic\$g UCX_NET_DEVICES=nic\$g
-exec ip netns exec $tag-\$(hostname | sed 's/^server/s/')-g\$g "\$@"
+exec ip netns exec $tag-\$(hostname | sed 's/^server/s/')-g\$g env ${extra[*]@Q} "\$@"
 EOF
-chmod +x "$agent" "$wrapper"
+  chmod +x "$1"
+}
+wrapper=$work/rank.sh
+write_wrapper "$wrapper"
+[[ -z $preload ]] || write_wrapper "$work/rank_preload.sh" "LD_PRELOAD=$preload"
+chmod +x "$agent"
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_plm_rsh_agent=$agent OMPI_MCA_plm_rsh_no_tree_spawn=1
@@ -193,11 +233,25 @@ nic_gbit=$(awk -v r="$rate" 'BEGIN { printf "%.6g", r / 1000 }')
 echo "emulated_cluster.sh: $servers servers x $gpus GPUs, NICs tbf ${rate} Mbit/s burst $burst limit $limit," \
   "namespaces $tag-*" >&2
 status=0
-ip netns exec "$switch" timeout -k 10 "$run_timeout" mpirun -q --hostfile "$hostfile" -np $((servers * gpus)) \
-  --map-by "ppr:$gpus:node" "$wrapper" "$perf" -g "$gpus" --nic-gbit "$nic_gbit" "${perf_args[@]}" &
-mpirun_pid=$!
-wait "$mpirun_pid" || status=$?
-mpirun_pid=
+run_mpi() { # run_mpi WRAPPER PROGRAM ARGS...
+  ip netns exec "$switch" timeout -k 10 "$run_timeout" mpirun -q --hostfile "$hostfile" -np $((servers * gpus)) \
+    --map-by "ppr:$gpus:node" "$@" &
+  mpirun_pid=$!
+  wait "$mpirun_pid" || status=$?
+  mpirun_pid=
+}
+if [[ -z $program ]]; then
+  run_mpi "$wrapper" "$perf" -g "$gpus" --nic-gbit "$nic_gbit" "${perf_args[@]}"
+else
+  if [[ -z $preload || $compare -eq 1 ]]; then
+    [[ $compare -eq 0 ]] || echo "== $(basename "$program") without $(basename "$preload")"
+    run_mpi "$wrapper" "$program" "${perf_args[@]}"
+  fi
+  if [[ -n $preload ]]; then
+    echo "== $(basename "$program") with $(basename "$preload") preloaded: ${rank_env[*]}"
+    run_mpi "$work/rank_preload.sh" "$program" "${perf_args[@]}"
+  fi
+fi
 
 if ((stats)); then
   echo "# tc byte counters: NIC = uplink (sent by the rank), port = downlink (received by it)"
