@@ -22,7 +22,7 @@ namespace {
 using clock = std::chrono::steady_clock;
 
 constexpr std::uint64_t wire_magic = 0x4641535445584543ull; // "FASTEXEC"
-constexpr std::uint32_t wire_version = 2;
+constexpr std::uint32_t wire_version = 3;
 
 template <std::size_t N>
 void put_text(char (&dst)[N], std::string_view s) noexcept {
@@ -79,6 +79,8 @@ struct call_header {
     std::uint64_t seq;
     std::int32_t kind;
     std::int32_t error;
+    std::uint32_t layout; // contiguous_layout() of the sender's displacements
+    std::uint32_t reserved;
     char text[240];
 };
 
@@ -551,6 +553,7 @@ status communicator_impl::agree(call_kind kind, std::uint64_t seq, const call_ar
     h.kind = static_cast<std::int32_t>(kind);
     h.error = local_error.empty() ? 0 : static_cast<std::int32_t>(errc::invalid_argument);
     put_text(h.text, local_error);
+    if (local_error.empty()) h.layout = contiguous_layout(a.sendcounts, a.sdispls, a.recvcounts, a.rdispls);
     std::memcpy(gather_send_.data(), &h, sizeof h);
     if (local_error.empty()) {
         unsigned char* counts = gather_send_.data() + sizeof h;
@@ -576,6 +579,9 @@ status communicator_impl::agree(call_kind kind, std::uint64_t seq, const call_ar
                               "); every rank must make the same calls in the same order");
     }
     if (status s = first_error<call_header>(gather_recv_, stride, size_, prefix.c_str()); !s.ok()) return s;
+    contiguous_of_.resize(ur);
+    for (int r = 0; r < size_; ++r)
+        contiguous_of_[static_cast<std::size_t>(r)] = static_cast<std::uint8_t>(entry<call_header>(gather_recv_, stride, r).layout);
     // Every rank checks every rank's recvcounts against what the senders send.
     std::size_t mismatches = 0;
     std::string first;
@@ -721,9 +727,10 @@ status communicator_impl::prepare_steps(call_kind kind, const call_args& a, std:
     // This rank's program; reused while the plan and the displacements stay the same.
     const bool pieces = !cfg_.iov || cfg_.memory != exec::memory::host;
     if (!have_program_ || !std::equal(a.sdispls.begin(), a.sdispls.end(), program_sdispls_.begin(), program_sdispls_.end()) ||
-        !std::equal(a.rdispls.begin(), a.rdispls.end(), program_rdispls_.begin(), program_rdispls_.end())) {
+        !std::equal(a.rdispls.begin(), a.rdispls.end(), program_rdispls_.begin(), program_rdispls_.end()) ||
+        (pieces && contiguous_of_ != program_contiguous_)) { // pieces follow every rank's layout
         have_program_ = false;
-        const std::string e = compile_program(*plan_, view_, layout_, rank_, a.sdispls, a.rdispls, pieces, program_);
+        const std::string e = compile_program(*plan_, view_, layout_, rank_, a.sdispls, a.rdispls, pieces, contiguous_of_, program_);
         if (!e.empty()) {
             // The peers compiled theirs and go on to the steps: tell them.
             const status failure(errc::internal, "rank " + std::to_string(rank_) + ": " + e);
@@ -732,6 +739,7 @@ status communicator_impl::prepare_steps(call_kind kind, const call_args& a, std:
         }
         program_sdispls_.assign(a.sdispls.begin(), a.sdispls.end());
         program_rdispls_.assign(a.rdispls.begin(), a.rdispls.end());
+        program_contiguous_ = contiguous_of_;
         have_program_ = true;
     }
     return {};

@@ -96,6 +96,7 @@ private:
     bool have_program_ = false;
     program program_;
     std::vector<std::size_t> program_sdispls_, program_rdispls_;
+    std::vector<std::uint8_t> contiguous_of_, program_contiguous_; ///< every rank's contiguous_layout(): this call's, the program's
 
     // Scratch: this rank's allocation, and every rank's capacity as all ranks know it.
     void* scratch_ = nullptr;

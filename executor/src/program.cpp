@@ -63,17 +63,37 @@ void block_boundaries(const blocks& b, std::int64_t off, std::int64_t n,
     }
 }
 
+// Whether the non-empty blocks lie back to back in rank order.
+bool back_to_back(std::span<const std::size_t> counts, std::span<const std::size_t> displs) noexcept {
+    bool first = true;
+    std::size_t end = 0;
+    for (std::size_t j = 0; j < counts.size() && j < displs.size(); ++j) {
+        if (counts[j] == 0) continue;
+        if (!first && displs[j] != end) return false;
+        first = false;
+        end = displs[j] + counts[j];
+    }
+    return true;
+}
+
 } // namespace
+
+std::uint8_t contiguous_layout(std::span<const std::size_t> sendcounts, std::span<const std::size_t> sdispls,
+                               std::span<const std::size_t> recvcounts, std::span<const std::size_t> rdispls) noexcept {
+    return static_cast<std::uint8_t>((back_to_back(sendcounts, sdispls) ? send_contiguous : 0) |
+                                     (back_to_back(recvcounts, rdispls) ? recv_contiguous : 0));
+}
 
 std::string compile_program(const fast::plan& p, const fast::rank_view& v,
                             const fast::alltoallv_layout& l, int me,
                             std::span<const std::size_t> sdispls,
-                            std::span<const std::size_t> rdispls, bool pieces, program& out) {
+                            std::span<const std::size_t> rdispls, bool pieces,
+                            std::span<const std::uint8_t> contiguous, program& out) {
     out.clear();
     const int r = l.ranks;
     const auto ur = static_cast<std::size_t>(r);
     if (me < 0 || me >= r || p.topology.ranks() != r || v.offsets.size() != ur + 1 ||
-        p.scratch_bytes.size() != ur || sdispls.size() != ur || rdispls.size() != ur)
+        p.scratch_bytes.size() != ur || sdispls.size() != ur || rdispls.size() != ur || contiguous.size() != ur)
         return "internal: plan, view, layout and displacements disagree on the rank count";
     const auto um = static_cast<std::size_t>(me);
     const blocks mine_send{l.send_displs.data() + um * ur, l.send_size[um], sdispls.data(), r};
@@ -148,12 +168,12 @@ std::string compile_program(const fast::plan& p, const fast::rank_view& v,
             }
             // Cut at the block boundaries of both ends; both ranks compute the same cuts.
             cuts.clear();
-            if (t.src_buffer == buffer::send) {
+            if (t.src_buffer == buffer::send && !(contiguous[static_cast<std::size_t>(t.src)] & send_contiguous)) {
                 const auto s = static_cast<std::size_t>(t.src);
                 block_boundaries({l.send_displs.data() + s * ur, l.send_size[s], nullptr, r},
                                  t.src_offset, t.bytes, cuts);
             }
-            if (t.dst_buffer == buffer::recv) {
+            if (t.dst_buffer == buffer::recv && !(contiguous[static_cast<std::size_t>(t.dst)] & recv_contiguous)) {
                 const auto d = static_cast<std::size_t>(t.dst);
                 block_boundaries({l.recv_displs.data() + d * ur, l.recv_size[d], nullptr, r},
                                  t.dst_offset, t.bytes, cuts);

@@ -89,16 +89,28 @@ struct program {
     }
 };
 
+/// A rank's layout flags: its send (receive) blocks lie back to back in rank order, as in the
+/// packed layout, so any packed range of that buffer is one region of the user's buffer.
+inline constexpr std::uint8_t send_contiguous = 1;
+inline constexpr std::uint8_t recv_contiguous = 2;
+
+/// The flags of one rank's counts and displacements (blocks without bytes do not count). O(R).
+[[nodiscard]] std::uint8_t contiguous_layout(std::span<const std::size_t> sendcounts,
+                                             std::span<const std::size_t> sdispls,
+                                             std::span<const std::size_t> recvcounts,
+                                             std::span<const std::size_t> rdispls) noexcept;
+
 /// Compiles rank `me`'s part of `p` (whose per-rank view is `v` and whose packed layout is `l`)
 /// against this rank's displacements. `pieces`: split every message at the block boundaries of
 /// both ends so that each message is one contiguous region on both sides (else a message may
-/// have several segments, sent as an iov). Returns "" on success, else what is wrong (a plan
-/// that does not fit the layout, or too many transfers or pieces for the tag).
-/// O(ops * log R + pieces).
+/// have several segments, sent as an iov); the boundaries of a side whose rank has that buffer
+/// contiguous (`contiguous[rank]`, the same on every rank) are not cut, so on packed layouts a
+/// message stays whole. Returns "" on success, else what is wrong (a plan that does not fit the
+/// layout, or too many transfers or pieces for the tag). O(ops * log R + pieces).
 [[nodiscard]] std::string compile_program(const fast::plan& p, const fast::rank_view& v,
                                           const fast::alltoallv_layout& l, int me,
                                           std::span<const std::size_t> sdispls,
                                           std::span<const std::size_t> rdispls, bool pieces,
-                                          program& out);
+                                          std::span<const std::uint8_t> contiguous, program& out);
 
 } // namespace fast::exec::detail

@@ -87,9 +87,10 @@ namespace {
 // Runs every rank's compiled program in one process: per plan step, local copies, then each
 // send's bytes gathered from its segments and scattered into the matching receive's segments
 // (matched by tag, checked against ranks and sizes). Returns "" if every receive buffer ends up
-// exactly right.
+// exactly right. `by_layout`: pieces follow the ranks' contiguous_layout() flags (else every
+// block boundary is cut, as for non-contiguous layouts).
 std::string run_in_process(const fast::plan& p, const fast::traffic_matrix& m, bool gapped, bool pieces,
-                           std::uint64_t seed) {
+                           std::uint64_t seed, bool by_layout = true) {
     using namespace detail;
     const int r = static_cast<int>(m.rows());
     const fast::alltoallv_layout layout = fast::make_packed_layout(m);
@@ -97,11 +98,18 @@ std::string run_in_process(const fast::plan& p, const fast::traffic_matrix& m, b
     std::vector<rank_buffers> buf(static_cast<std::size_t>(r));
     std::vector<std::vector<std::uint8_t>> scratch(static_cast<std::size_t>(r));
     std::vector<program> prog(static_cast<std::size_t>(r));
+    std::vector<std::uint8_t> contiguous(static_cast<std::size_t>(r), 0);
     for (int k = 0; k < r; ++k) {
         const auto uk = static_cast<std::size_t>(k);
         buf[uk] = make_buffers(m, k, gapped, seed);
+        if (by_layout)
+            contiguous[uk] = contiguous_layout(buf[uk].send.counts, buf[uk].send.displs, buf[uk].recv.counts, buf[uk].recv.displs);
+    }
+    for (int k = 0; k < r; ++k) {
+        const auto uk = static_cast<std::size_t>(k);
         scratch[uk].assign(static_cast<std::size_t>(p.scratch_bytes[uk]) + 1, 0x5A);
-        const std::string e = compile_program(p, view, layout, k, buf[uk].send.displs, buf[uk].recv.displs, pieces, prog[uk]);
+        const std::string e =
+            compile_program(p, view, layout, k, buf[uk].send.displs, buf[uk].recv.displs, pieces, contiguous, prog[uk]);
         if (!e.empty()) return "compile rank " + std::to_string(k) + ": " + e;
     }
     auto address = [&](int k, const segment& s) -> std::uint8_t* {
@@ -203,10 +211,10 @@ TEST_CASE("compiled programs deliver every byte for any layout") {
                     const fast::plan p = fast::make_plan(m, t, o);
                     REQUIRE(fast::verify(p, m).ok());
                     for (const bool gapped : {false, true})
-                        for (const bool pieces : {false, true}) {
+                        for (const int pieces : {0, 1, 2}) { // iov; pieces by layout; every boundary cut
                             INFO(sh.servers << "x" << sh.gpus << " matrix " << mi << " " << fast::to_string(sched)
                                             << " " << fast::to_string(pol) << " gapped " << gapped << " pieces " << pieces);
-                            CHECK(run_in_process(p, m, gapped, pieces, mi + 10) == "");
+                            CHECK(run_in_process(p, m, gapped, pieces > 0, mi + 10, pieces == 1) == "");
                             ++checked;
                         }
                 }
@@ -222,14 +230,33 @@ TEST_CASE("a packed layout compiles to one segment per message") {
     const fast::plan p = fast::make_plan(m, t);
     const fast::alltoallv_layout l = fast::make_packed_layout(m);
     const fast::rank_view v = fast::make_rank_view(p);
+    const std::vector<std::uint8_t> contiguous(static_cast<std::size_t>(t.ranks()), detail::send_contiguous | detail::recv_contiguous);
     for (int k = 0; k < t.ranks(); ++k) {
         const rank_buffers b = make_buffers(m, k, false, 1);
+        CHECK(detail::contiguous_layout(b.send.counts, b.send.displs, b.recv.counts, b.recv.displs) ==
+              (detail::send_contiguous | detail::recv_contiguous));
         detail::program prog;
-        REQUIRE(detail::compile_program(p, v, l, k, b.send.displs, b.recv.displs, false, prog).empty());
+        REQUIRE(detail::compile_program(p, v, l, k, b.send.displs, b.recv.displs, false, contiguous, prog).empty());
         for (const detail::op& o : prog.ops)
             if (o.kind != detail::op_kind::copy) CHECK(o.count == 1);
         CHECK(prog.steps() <= p.steps());
+        // Pieces on packed layouts: every message whole (piece 0), one per plan transfer.
+        detail::program whole;
+        REQUIRE(detail::compile_program(p, v, l, k, b.send.displs, b.recv.displs, true, contiguous, whole).empty());
+        CHECK(whole.ops.size() == prog.ops.size());
+        for (const detail::op& o : whole.ops)
+            if (o.kind != detail::op_kind::copy) CHECK(detail::tag_piece(o.tag) == 0);
     }
+}
+
+TEST_CASE("layout flags: blocks back to back in rank order, empty blocks ignored") {
+    using detail::contiguous_layout;
+    const std::vector<std::size_t> counts{4, 0, 3, 5}, packed{0, 99, 4, 7}, swapped{3, 0, 0, 7}, gap{0, 4, 5, 8};
+    CHECK(contiguous_layout(counts, packed, counts, packed) == (detail::send_contiguous | detail::recv_contiguous));
+    CHECK(contiguous_layout(counts, swapped, counts, packed) == detail::recv_contiguous);
+    CHECK(contiguous_layout(counts, packed, counts, gap) == detail::send_contiguous);
+    const std::vector<std::size_t> none{0, 0, 0, 0}, any{7, 1, 3, 2};
+    CHECK(contiguous_layout(none, any, none, any) == (detail::send_contiguous | detail::recv_contiguous));
 }
 
 // --- communicators without MPI ------------------------------------------------------------------
