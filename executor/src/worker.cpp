@@ -63,7 +63,10 @@ std::string worker::init(int rank, int size, ucs_memory_type_t memory_type, bool
     ucp_config_t* config = nullptr;
     ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
     if (s != UCS_OK) return "ucp_config_read failed: " + ucx_error(s);
-    if (eager && (s = ucp_config_modify(config, "RNDV_THRESH", "inf")) != UCS_OK) {
+    // Eager data for host memory only: device memory sent eagerly goes through shared-memory
+    // fragments of a few KiB, each packed with a synchronous device copy (docs/executor.md,
+    // "Steps"); there credits pace the senders and the data keep UCX's rendezvous.
+    if (eager && memory_type == UCS_MEMORY_TYPE_HOST && (s = ucp_config_modify(config, "RNDV_THRESH", "inf")) != UCS_OK) {
         ucp_config_release(config);
         return "ucp_config_modify(RNDV_THRESH=inf) failed: " + ucx_error(s);
     }

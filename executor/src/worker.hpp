@@ -47,9 +47,11 @@ public:
     worker& operator=(const worker&) = delete;
 
     /// Creates the UCX context and worker; `memory_type` must be among UCX's memory types;
-    /// `eager`: every message size goes by UCX's eager protocol (RNDV_THRESH=inf; the credit
-    /// flow control paces the senders instead). CUDA memory on UCX before 1.16 gets UCX's new
-    /// protocols unless UCX_PROTO_ENABLE is set (worker.cpp). Returns "" or what failed.
+    /// `eager`: with host memory, every message size goes by UCX's eager protocol
+    /// (RNDV_THRESH=inf; the credit flow control paces the senders instead); device memory
+    /// keeps UCX's thresholds, so its large messages still go by rendezvous. CUDA memory on UCX
+    /// before 1.16 gets UCX's new protocols unless UCX_PROTO_ENABLE is set (worker.cpp).
+    /// Returns "" or what failed.
     [[nodiscard]] std::string init(int rank, int size, ucs_memory_type_t memory_type, bool eager);
     [[nodiscard]] std::string address(std::vector<unsigned char>& out);
     /// Closes the endpoints (bounded), destroys the worker and the context; idempotent. Before
