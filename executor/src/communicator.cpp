@@ -668,6 +668,7 @@ status communicator_impl::ensure_scratch(std::uint64_t seq) {
             p = need > std::numeric_limits<std::size_t>::max() ? nullptr : memory_->allocate(static_cast<std::size_t>(need), error);
         }
         if (p != nullptr) {
+            worker_.map_scratch(p, static_cast<std::size_t>(size)); // unregisters the old scratch first
             if (scratch_ != nullptr) memory_->release(scratch_);
             scratch_ = p;
             scratch_capacity_ = size;
