@@ -514,9 +514,12 @@ std::string fraction(double x, const char* none) {
     return text;
 }
 
-void print_rows(const std::vector<row>& rows) {
+void print_header() {
     std::printf("# %-9s %-9s %-10s %9s %-6s %-10s %12s %12s %10s %9s %7s %7s %5s %6s\n", "kind", "mode", "workload", "block",
                 "sched", "flow", "size(B)", "ucx(B)", "time(ms)", "algbw", "of_copy", "of_ucx", "steps", "wrong");
+}
+
+void print_rows(const std::vector<row>& rows) {
     for (const row& w : rows) {
         if (w.kind == "protocol") {
             std::printf("  protocol for %lld-byte messages: %s\n", static_cast<long long>(w.block), w.protocol.c_str());
@@ -583,20 +586,26 @@ int run_parent(const options& o, int argc, char** argv) {
                 "# algbw = size / time in GB/s, size = bytes per rank; of_copy, of_ucx: algbw over the copy peak and the UCX pair peak\n",
                 device.c_str(), label.c_str(), o.memory.c_str(), o.ranks, o.ranks / o.gpus_per_server, o.gpus_per_server, o.warmup, o.iters);
     std::fflush(stdout);
+    // Each phase's rows are shown and appended to the CSV as soon as it ends, and a failing phase
+    // does not stop the next: a run cut short (a stuck threads run ends the process) keeps what
+    // it measured.
+    print_header();
     std::vector<row> rows;
+    std::size_t shown = 0;
+    auto phase = [&](const std::string& name, const std::string& failure) {
+        if (!failure.empty()) error += (error.empty() ? "" : "; ") + name + ": " + failure;
+        add_fractions(rows);
+        const std::vector<row> fresh(rows.begin() + static_cast<std::ptrdiff_t>(shown), rows.end());
+        print_rows(fresh);
+        if (!o.csv.empty())
+            if (std::string e = write_csv(o, label, device, fresh); !e.empty()) error += (error.empty() ? "" : "; ") + e;
+        shown = rows.size();
+    };
     if (o.peaks) {
-        if (error = copy_peaks(o, cases, *mem, rows); !error.empty()) error = "copy peak: " + error;
-        if (error.empty())
-            if (error = pair_peaks(o, argc, argv, cases, rows); !error.empty()) error = "UCX pair peak: " + error;
+        phase("copy peak", copy_peaks(o, cases, *mem, rows));
+        phase("UCX pair peak", pair_peaks(o, argc, argv, cases, rows));
     }
-    for (const std::string& mode : o.modes) {
-        if (!error.empty()) break;
-        if (error = run_mode(o, argc, argv, mode, cases, rows); !error.empty()) error = mode + ": " + error;
-    }
-    add_fractions(rows);
-    print_rows(rows);
-    if (!o.csv.empty())
-        if (std::string e = write_csv(o, label, device, rows); !e.empty()) error += (error.empty() ? "" : "; ") + e;
+    for (const std::string& mode : o.modes) phase(mode, run_mode(o, argc, argv, mode, cases, rows));
     double wrong = 0;
     for (const row& w : rows) wrong += w.wrong;
     std::printf("# wrong bytes: %.0f %s\n", wrong, wrong == 0 && error.empty() ? "OK" : "FAILED");
