@@ -6,13 +6,15 @@
 # device of the same bytes) and the plain UCX two-process peak, and the protocol UCX chose per
 # size; for every UCX the stage holds (STAGE_DIR itself, and STAGE_DIR/ucx-1.18.1 when staged
 # with --newer-ucx). Everything goes to one CSV; the log keeps each run's table and UCX's
-# protocol tables (UCX_PROTO_INFO=y). Each run is bounded (FAST_PERF_RUN_LIMIT seconds, 80 by
-# default): 2 runs per UCX, so about 3 minutes per UCX at most. Ends with
-# "device perf: N passed, N failed".
+# protocol tables (UCX_PROTO_INFO=y). One run per block size and flow control (both schedulers,
+# both modes and the peaks in each), so a slow flow cannot cost the other's rows; each run is
+# bounded (FAST_PERF_RUN_LIMIT seconds, 40 by default): 4 runs per UCX, under 3 minutes per UCX.
+# Ends with "device perf: N passed, N failed".
 #   device_perf.sh STAGE_DIR CSV [LOG]
-# Environment: FAST_PERF_BLOCKS ("256K 4M"), FAST_PERF_WARMUP (2), FAST_PERF_ITERS (10),
-# FAST_PERF_RUN_LIMIT (80), FAST_PERF_TLS (sm,self,cuda_copy,cuda_ipc), FAST_PERF_MEMORY (cuda;
-# host checks this script on a machine without a GPU).
+# Environment: FAST_PERF_BLOCKS ("256K 4M"), FAST_PERF_FLOWS ("rendezvous credits"),
+# FAST_PERF_WARMUP (2), FAST_PERF_ITERS (10), FAST_PERF_RUN_LIMIT (40), FAST_PERF_TLS
+# (sm,self,cuda_copy,cuda_ipc), FAST_PERF_MEMORY (cuda; host checks this script on a machine
+# without a GPU).
 set -uo pipefail
 usage="usage: device_perf.sh STAGE_DIR CSV [LOG]"
 [[ ${1:-} == -h || ${1:-} == --help ]] && { echo "$usage"; exit 0; }
@@ -21,13 +23,14 @@ stage=$(cd "$1" && pwd)
 csv=$2
 log=${3:-/dev/null}
 blocks=${FAST_PERF_BLOCKS:-256K 4M}
+flows=${FAST_PERF_FLOWS:-rendezvous credits}
 warmup=${FAST_PERF_WARMUP:-2}
 iters=${FAST_PERF_ITERS:-10}
-run_limit=${FAST_PERF_RUN_LIMIT:-80}
+run_limit=${FAST_PERF_RUN_LIMIT:-40}
 tls=${FAST_PERF_TLS:-sm,self,cuda_copy,cuda_ipc}
 memory=${FAST_PERF_MEMORY:-cuda}
 # Each mode and the peaks share a run's bound; a stuck mode gives up at its own --limit first.
-mode_limit=$(((run_limit - 10) / 3))
+mode_limit=$(((run_limit - 4) / 3))
 rm -f "$csv"
 passed=0
 failed=0
@@ -38,19 +41,22 @@ for ucx in "$stage" "$stage"/ucx-*/; do
   ucx=${ucx%/}
   "$ucx/bin/ucx_info" -v 2>&1 | head -1 | tee -a "$log"
   for block in $blocks; do
-    echo "== $(basename "$ucx"): blocks of $block (UCX_TLS=$tls)" | tee -a "$log"
-    start=$SECONDS
-    rc=0
-    LD_LIBRARY_PATH="$ucx/lib" UCX_TLS=$tls UCX_NET_DEVICES=lo UCX_PROTO_INFO=y timeout -k 5 "$run_limit" \
-      "$ucx/bin/alltoallv_device_perf" --memory "$memory" --ranks 8 -g 4 -W uniform -b "$block" -w "$warmup" -n "$iters" \
-      --modes processes,threads --peaks --timeout 20 --limit "$mode_limit" --csv "$csv" >>"$log" 2>&1 || rc=$?
-    if ((rc == 0)); then
-      passed=$((passed + 1))
-      echo "   ok in $((SECONDS - start)) s" | tee -a "$log"
-    else
-      failed=$((failed + 1))
-      echo "   FAILED (exit $rc) in $((SECONDS - start)) s; the rows it measured are in the CSV" | tee -a "$log"
-    fi
+    for flow in $flows; do
+      echo "== $(basename "$ucx"): blocks of $block, $flow (UCX_TLS=$tls)" | tee -a "$log"
+      start=$SECONDS
+      rc=0
+      LD_LIBRARY_PATH="$ucx/lib" UCX_TLS=$tls UCX_NET_DEVICES=lo UCX_PROTO_INFO=y timeout -k 5 "$run_limit" \
+        "$ucx/bin/alltoallv_device_perf" --memory "$memory" --ranks 8 -g 4 -W uniform -b "$block" --flows "$flow" \
+        -w "$warmup" -n "$iters" --modes processes,threads --peaks --timeout 10 --limit "$mode_limit" --csv "$csv" \
+        >>"$log" 2>&1 || rc=$?
+      if ((rc == 0)); then
+        passed=$((passed + 1))
+        echo "   ok in $((SECONDS - start)) s" | tee -a "$log"
+      else
+        failed=$((failed + 1))
+        echo "   FAILED (exit $rc) in $((SECONDS - start)) s; the rows it measured are in the CSV" | tee -a "$log"
+      fi
+    done
   done
 done
 
