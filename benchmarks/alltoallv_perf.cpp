@@ -25,6 +25,7 @@
 #include <fast/workload.hpp>
 
 #include "../examples/cluster_options.hpp" // fast_tools::non_negative
+#include "perf_pattern.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -92,50 +93,9 @@ using fast_tools::parse_bytes;
 // every byte. The send buffer is XORed with old ^ new key between runs, so every run (each
 // scheduler, each iteration) expects different bytes and stale data from an earlier run is caught.
 
-std::uint64_t word(std::uint64_t block, std::uint64_t index) {
-    std::uint64_t z = block * 0x9e3779b97f4a7c15ULL + index * 0xbf58476d1ce4e5b9ULL + 0x94d049bb133111ebULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-std::uint64_t spread(std::uint8_t key) { return 0x0101010101010101ULL * key; }
-
-void fill_block(std::uint8_t* p, std::size_t n, std::uint64_t block) {
-    std::size_t k = 0;
-    for (; k + 8 <= n; k += 8) {
-        const std::uint64_t w = word(block, k / 8);
-        std::memcpy(p + k, &w, 8);
-    }
-    if (k < n) {
-        const std::uint64_t w = word(block, k / 8);
-        std::memcpy(p + k, &w, n - k); // little-endian hosts: bytes k.. of the word
-    }
-}
-
-std::int64_t count_wrong(const std::uint8_t* p, std::size_t n, std::uint64_t block, std::uint8_t key) {
-    const std::uint64_t mask = spread(key);
-    std::int64_t wrong = 0;
-    std::size_t k = 0;
-    auto diff_bytes = [](std::uint64_t x) {
-        std::int64_t c = 0;
-        for (int b = 0; b < 8; ++b) c += ((x >> (8 * b)) & 0xff) != 0;
-        return c;
-    };
-    for (; k + 8 <= n; k += 8) {
-        std::uint64_t got = 0;
-        std::memcpy(&got, p + k, 8);
-        if (const std::uint64_t x = got ^ word(block, k / 8) ^ mask; x != 0) wrong += diff_bytes(x);
-    }
-    if (k < n) {
-        std::uint64_t got = 0, want = word(block, k / 8) ^ mask;
-        std::memcpy(&got, p + k, n - k);
-        std::uint64_t x = got ^ want;
-        x &= (std::uint64_t{1} << (8 * (n - k))) - 1;
-        wrong += diff_bytes(x);
-    }
-    return wrong;
-}
+using fast_perf::count_wrong;
+using fast_perf::fill_block;
+using fast_perf::spread;
 
 void xor_buffer(std::vector<std::uint8_t>& buf, std::uint8_t key) {
     const std::uint64_t mask = spread(key);

@@ -79,6 +79,8 @@ struct call_header {
     std::uint64_t seq;
     std::int32_t kind;
     std::int32_t error;
+    std::uint32_t layout; // contiguous_layout() of the sender's displacements
+    std::uint32_t reserved;
     char text[240];
 };
 
@@ -287,8 +289,11 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
                                                   std::to_string(max_ranks) + " a message tag can name");
     fast::plan_options options;
     options.scheduler = cfg.scheduler == exec::scheduler::direct ? fast::scheduler::direct : fast::scheduler::fast;
-    options.split_blocks = single_segments();
     planner_ = std::make_unique<fast::planner>(topo_, options);
+    if (single_segments()) {
+        options.split_blocks = true;
+        split_planner_ = std::make_unique<fast::planner>(topo_, options);
+    }
     op_ = std::make_unique<operation>(worker_, *memory_, cfg_.timeout, rank_, credits());
     const auto ur = static_cast<std::size_t>(size_);
     sendcounts_of_.resize(ur * ur);
@@ -554,6 +559,7 @@ status communicator_impl::agree(call_kind kind, std::uint64_t seq, const call_ar
     h.kind = static_cast<std::int32_t>(kind);
     h.error = local_error.empty() ? 0 : static_cast<std::int32_t>(errc::invalid_argument);
     put_text(h.text, local_error);
+    if (local_error.empty()) h.layout = contiguous_layout(a.sendcounts, a.sdispls, a.recvcounts, a.rdispls);
     std::memcpy(gather_send_.data(), &h, sizeof h);
     if (local_error.empty()) {
         unsigned char* counts = gather_send_.data() + sizeof h;
@@ -579,6 +585,11 @@ status communicator_impl::agree(call_kind kind, std::uint64_t seq, const call_ar
                               "); every rank must make the same calls in the same order");
     }
     if (status s = first_error<call_header>(gather_recv_, stride, size_, prefix.c_str()); !s.ok()) return s;
+    // Plans need split blocks for single-segment messages unless every rank's blocks lie back to
+    // back in both buffers (any packed range is then one user range).
+    all_contiguous_ = true;
+    for (int r = 0; r < size_; ++r)
+        all_contiguous_ = all_contiguous_ && entry<call_header>(gather_recv_, stride, r).layout == (send_contiguous | recv_contiguous);
     // Every rank checks every rank's recvcounts against what the senders send.
     std::size_t mismatches = 0;
     std::string first;
@@ -605,7 +616,8 @@ status communicator_impl::agree(call_kind kind, std::uint64_t seq, const call_ar
 
 status communicator_impl::plan_matrix() {
     const auto ur = static_cast<std::size_t>(size_);
-    if (have_plan_) {
+    const bool split = single_segments() && !all_contiguous_;
+    if (have_plan_ && split == plan_split_) {
         bool same = true;
         for (std::size_t i = 0; i < ur && same; ++i)
             for (std::size_t j = 0; j < ur; ++j)
@@ -627,7 +639,8 @@ status communicator_impl::plan_matrix() {
             matrix_(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) =
                 static_cast<std::int64_t>(sendcounts_of_[i * ur + j]);
     try {
-        rank_plan_ = &planner_->make_rank(matrix_, rank_);
+        rank_plan_ = &(split ? *split_planner_ : *planner_).make_rank(matrix_, rank_);
+        plan_split_ = split;
     } catch (const fast::invalid_argument& e) {
         return status(errc::invalid_argument, std::string("the traffic cannot be planned: ") + e.what());
     }
@@ -661,6 +674,7 @@ status communicator_impl::ensure_scratch() {
         mark_failed(failure);
         return failure;
     }
+    worker_.map_scratch(p, static_cast<std::size_t>(size)); // unregisters the old scratch first
     if (scratch_ != nullptr) memory_->release(scratch_);
     scratch_ = p;
     scratch_capacity_ = size;

@@ -59,7 +59,7 @@ public:
     [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return cfg_.timeout; }
     [[nodiscard]] bool credits() const noexcept { return cfg_.flow == exec::flow_control::credits; }
     /// Messages must be one contiguous range each in the user's buffers (no iov): the plans
-    /// split blocks.
+    /// split blocks, unless every rank's layout is contiguous (then any packed range is one).
     [[nodiscard]] bool single_segments() const noexcept { return !cfg_.iov || cfg_.memory != exec::memory::host; }
     [[nodiscard]] void* scratch() const noexcept { return scratch_; }
     [[nodiscard]] std::uint64_t scratch_capacity() const noexcept { return scratch_capacity_; }
@@ -86,10 +86,13 @@ private:
     worker worker_;
     std::unique_ptr<memory_backend> memory_;
     std::unique_ptr<fast::planner> planner_;
+    std::unique_ptr<fast::planner> split_planner_; ///< with split blocks (single-segment messages)
     std::unique_ptr<operation> op_;
 
-    // This rank's part of the plan of the last matrix (cache).
+    // This rank's part of the plan of the last matrix (cache), and whether it splits blocks.
     bool have_plan_ = false;
+    bool plan_split_ = false;
+    bool all_contiguous_ = false; ///< this call: every rank's blocks lie back to back in both buffers
     fast::traffic_matrix matrix_;
     const fast::rank_program* rank_plan_ = nullptr;
     // Its compiled program, the counts and displacements it was compiled for.

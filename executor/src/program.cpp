@@ -46,7 +46,26 @@ std::string map_blocks(const buffer_layout& b, region where, int rank, std::int6
     return {};
 }
 
+// Whether the non-empty blocks lie back to back in rank order.
+bool back_to_back(std::span<const std::size_t> counts, std::span<const std::size_t> displs) noexcept {
+    bool first = true;
+    std::size_t end = 0;
+    for (std::size_t j = 0; j < counts.size() && j < displs.size(); ++j) {
+        if (counts[j] == 0) continue;
+        if (!first && displs[j] != end) return false;
+        first = false;
+        end = displs[j] + counts[j];
+    }
+    return true;
+}
+
 } // namespace
+
+std::uint8_t contiguous_layout(std::span<const std::size_t> sendcounts, std::span<const std::size_t> sdispls,
+                               std::span<const std::size_t> recvcounts, std::span<const std::size_t> rdispls) noexcept {
+    return static_cast<std::uint8_t>((back_to_back(sendcounts, sdispls) ? send_contiguous : 0) |
+                                     (back_to_back(recvcounts, rdispls) ? recv_contiguous : 0));
+}
 
 std::string compile_program(const fast::rank_program& p, const buffer_layout& send, const buffer_layout& recv,
                             bool single_segments, program& out) {

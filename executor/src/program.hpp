@@ -96,6 +96,17 @@ struct program {
     }
 };
 
+/// A rank's layout flags: its send (receive) blocks lie back to back in rank order, as in the
+/// packed layout, so any packed range of that buffer is one region of the user's buffer.
+inline constexpr std::uint8_t send_contiguous = 1;
+inline constexpr std::uint8_t recv_contiguous = 2;
+
+/// The flags of one rank's counts and displacements (blocks without bytes do not count). O(R).
+[[nodiscard]] std::uint8_t contiguous_layout(std::span<const std::size_t> sendcounts,
+                                             std::span<const std::size_t> sdispls,
+                                             std::span<const std::size_t> recvcounts,
+                                             std::span<const std::size_t> rdispls) noexcept;
+
 /// One rank's send or receive buffer: the packed start of each rank's block (the exclusive
 /// prefix sums of its counts), the packed total, and where the user put each block.
 struct buffer_layout {

@@ -63,7 +63,10 @@ std::string worker::init(int rank, int size, ucs_memory_type_t memory_type, bool
     ucp_config_t* config = nullptr;
     ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
     if (s != UCS_OK) return "ucp_config_read failed: " + ucx_error(s);
-    if (eager && (s = ucp_config_modify(config, "RNDV_THRESH", "inf")) != UCS_OK) {
+    // Eager data for host memory only: device memory sent eagerly goes through shared-memory
+    // fragments of a few KiB, each packed with a synchronous device copy (docs/executor.md,
+    // "Steps"); there credits pace the senders and the data keep UCX's rendezvous.
+    if (eager && memory_type == UCS_MEMORY_TYPE_HOST && (s = ucp_config_modify(config, "RNDV_THRESH", "inf")) != UCS_OK) {
         ucp_config_release(config);
         return "ucp_config_modify(RNDV_THRESH=inf) failed: " + ucx_error(s);
     }
@@ -78,6 +81,7 @@ std::string worker::init(int rank, int size, ucs_memory_type_t memory_type, bool
         ucp_config_release(config);
         return "ucp_config_modify(PROTO_ENABLE=y) failed: " + ucx_error(s);
     }
+    use_memh_ = memory_type == UCS_MEMORY_TYPE_CUDA && (major > 1 || minor >= 14); // map_scratch
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                         UCP_PARAM_FIELD_ESTIMATED_NUM_EPS | UCP_PARAM_FIELD_NAME;
@@ -170,6 +174,40 @@ std::string worker::connect(const std::vector<const unsigned char*>& addresses,
     return {};
 }
 
+void worker::map_scratch(void* p, std::size_t bytes) noexcept {
+    unmap_scratch();
+    if (!use_memh_ || context_ == nullptr || p == nullptr || bytes == 0) return;
+    ucp_mem_map_params_t mp{};
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                    UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
+    mp.address = p;
+    mp.length = bytes;
+    mp.memory_type = memory_type_;
+    if (ucp_mem_map(context_, &mp, &scratch_memh_) != UCS_OK) {
+        scratch_memh_ = nullptr; // messages go without a handle, as before
+        return;
+    }
+    scratch_base_ = static_cast<const char*>(p);
+    scratch_bytes_ = bytes;
+}
+
+void worker::unmap_scratch() noexcept {
+    if (scratch_memh_ != nullptr && context_ != nullptr) (void)ucp_mem_unmap(context_, scratch_memh_);
+    scratch_memh_ = nullptr;
+    scratch_base_ = nullptr;
+    scratch_bytes_ = 0;
+}
+
+void worker::attach_memh(ucp_request_param_t& param, const void* buffer, std::size_t count, bool iov,
+                         bool host) const noexcept {
+    // Compared as integers: the buffer may lie outside scratch entirely.
+    const auto at = reinterpret_cast<std::uintptr_t>(buffer), base = reinterpret_cast<std::uintptr_t>(scratch_base_);
+    if (scratch_memh_ == nullptr || iov || host || at < base || count > scratch_bytes_ || at - base > scratch_bytes_ - count)
+        return;
+    param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+    param.memh = scratch_memh_;
+}
+
 ucs_status_t worker::send(int peer, const void* buffer, std::size_t count, bool iov,
                           std::uint64_t tag, op_slot& slot, bool host) noexcept {
     prepare(slot);
@@ -186,6 +224,7 @@ ucs_status_t worker::send(int peer, const void* buffer, std::size_t count, bool 
     param.user_data = &slot;
     param.datatype = iov ? ucp_dt_make_iov() : ucp_dt_make_contig(1);
     param.memory_type = host ? UCS_MEMORY_TYPE_HOST : memory_type_;
+    attach_memh(param, buffer, count, iov, host);
     return track(ucp_tag_send_nbx(p.ep, buffer, count, tag, &param), slot);
 }
 
@@ -202,6 +241,7 @@ ucs_status_t worker::recv(void* buffer, std::size_t count, bool iov, std::uint64
     param.user_data = &slot;
     param.datatype = iov ? ucp_dt_make_iov() : ucp_dt_make_contig(1);
     param.memory_type = host ? UCS_MEMORY_TYPE_HOST : memory_type_;
+    attach_memh(param, buffer, count, iov, host);
     return track(ucp_tag_recv_nbx(worker_, buffer, count, tag, ~std::uint64_t{0}, &param), slot);
 }
 
@@ -368,6 +408,7 @@ void worker::close() noexcept {
         ucp_worker_destroy(worker_);
         worker_ = nullptr;
     }
+    unmap_scratch(); // no request refers to scratch any more
     if (context_ != nullptr) ucp_cleanup(context_);
     context_ = nullptr;
 }

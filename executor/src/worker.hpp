@@ -47,9 +47,11 @@ public:
     worker& operator=(const worker&) = delete;
 
     /// Creates the UCX context and worker; `memory_type` must be among UCX's memory types;
-    /// `eager`: every message size goes by UCX's eager protocol (RNDV_THRESH=inf; the credit
-    /// flow control paces the senders instead). CUDA memory on UCX before 1.16 gets UCX's new
-    /// protocols unless UCX_PROTO_ENABLE is set (worker.cpp). Returns "" or what failed.
+    /// `eager`: with host memory, every message size goes by UCX's eager protocol
+    /// (RNDV_THRESH=inf; the credit flow control paces the senders instead); device memory
+    /// keeps UCX's thresholds, so its large messages still go by rendezvous. CUDA memory on UCX
+    /// before 1.16 gets UCX's new protocols unless UCX_PROTO_ENABLE is set (worker.cpp).
+    /// Returns "" or what failed.
     [[nodiscard]] std::string init(int rank, int size, ucs_memory_type_t memory_type, bool eager);
     [[nodiscard]] std::string address(std::vector<unsigned char>& out);
     /// Closes the endpoints (bounded), destroys the worker and the context; idempotent. Before
@@ -69,6 +71,15 @@ public:
     [[nodiscard]] ucs_memory_type_t memory_type() const noexcept { return memory_type_; }
     /// How many endpoint errors were reported so far (to notice new ones cheaply).
     [[nodiscard]] std::size_t error_events() const noexcept { return error_events_; }
+
+    /// Registers the scratch buffer [p, p + bytes) with UCX once (ucp_mem_map), replacing the
+    /// previous registration: contiguous messages inside it then pass the handle
+    /// (UCP_OP_ATTR_FIELD_MEMH) and skip UCX's per-message lookup in its registration cache.
+    /// Only for CUDA memory on UCX 1.14 or later (1.13 takes a handle only with its original
+    /// protocols, which CUDA memory does not use here); host and ROCm memory keep UCX's own
+    /// path. A registration UCX refuses leaves messages without a handle. Call before releasing
+    /// the previous scratch; close() unregisters.
+    void map_scratch(void* p, std::size_t bytes) noexcept;
 
     /// Posting: UCS_OK (completed at once, slot done), UCS_INPROGRESS (slot completes later) or
     /// an error (slot done with it). `count` is bytes (contiguous) or iov entries. Buffers are of
@@ -119,6 +130,9 @@ public:
 
 private:
     static void on_peer_error(void* arg, ucp_ep_h ep, ucs_status_t status) noexcept;
+    void unmap_scratch() noexcept;
+    /// Adds the scratch handle to `param` where a contiguous message lies inside scratch.
+    void attach_memh(ucp_request_param_t& param, const void* buffer, std::size_t count, bool iov, bool host) const noexcept;
 
     ucp_context_h context_ = nullptr;
     ucp_worker_h worker_ = nullptr;
@@ -127,6 +141,10 @@ private:
     std::vector<peer_state> peers_;
     std::vector<op_slot> closing_; ///< close()'s slots, one per peer, allocated by init()
     std::size_t error_events_ = 0;
+    bool use_memh_ = false;         ///< whether scratch is registered (map_scratch)
+    ucp_mem_h scratch_memh_ = nullptr;
+    const char* scratch_base_ = nullptr;
+    std::size_t scratch_bytes_ = 0;
     struct abort_message_t {
         std::int32_t sender;
         std::int32_t code;

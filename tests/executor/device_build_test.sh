@@ -2,7 +2,8 @@
 # Compiles libfast_executor with device memory support (there is no GPU here, so compile only),
 # with -Dwerror=true, and checks that asking for that memory gives a clear error status, not a
 # crash: CUDA with nvcc from /usr/local/cuda (for sm_80 and sm_90), with the device run
-# (exec_cuda_test) built and skipping; HIP with the HIP headers.
+# (exec_cuda_test) and the device benchmark (alltoallv_device_perf, its fill and check kernels
+# compiled by nvcc) built and skipping, each then run on host memory; HIP with the HIP headers.
 # Skipped (exit 77) where the toolkit is missing.
 #   device_build_test.sh cuda|hip SOURCE_DIR BUILD_ROOT
 set -euo pipefail
@@ -24,7 +25,7 @@ esac
 # --reconfigure: a folder set up by an older version of this script (tests disabled) is brought
 # up to these options.
 meson setup $([[ -f "$dir/build.ninja" ]] && echo --reconfigure) "$dir" "$source_dir" -D"$kind"=enabled -Dwerror=true \
-  -Dtests=auto -Dbenchmarks=disabled >/dev/null
+  -Dtests=auto -Dbenchmarks=auto >/dev/null
 ninja -C "$dir" executor/libfast_executor.so.0.1.0 >/dev/null
 if [[ $kind == cuda ]]; then
   # The device run (tests/executor/exec_cuda_test.cpp) must build too, and without a device
@@ -36,6 +37,14 @@ if [[ $kind == cuda ]]; then
   # Its harness (ranks as processes over a file allgather) on host memory, which runs here.
   UCX_TLS=sm,self timeout -k 10 240 "$dir/tests/executor/exec_cuda_test" --host --processes --ranks 4 \
     --gpus-per-server 2 --mean 20000 --seeds 2
+  # The device benchmark (tests/executor/device_perf.sh runs it on a GPU): skips without a
+  # device, and its CUDA build runs on host memory, peaks and both modes included.
+  ninja -C "$dir" benchmarks/alltoallv_device_perf >/dev/null
+  rc=0
+  UCX_TLS=sm,self "$dir/benchmarks/alltoallv_device_perf" --memory cuda --ranks 2 -g 1 || rc=$?
+  [[ $rc == 77 || $rc == 0 ]] || { echo "alltoallv_device_perf exited $rc"; exit 1; }
+  UCX_TLS=sm,self timeout -k 10 120 "$dir/benchmarks/alltoallv_device_perf" --memory host --ranks 4 -g 2 -b 40K \
+    -w 0 -n 1 --modes processes,threads --peaks --limit 100
 fi
 probe="$dir/probe"
 c++ -std=c++20 -Wall -Wextra -Werror -I"$source_dir/executor/include" -x c++ - -o "$probe" \

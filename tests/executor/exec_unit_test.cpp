@@ -87,23 +87,31 @@ namespace {
 // Runs every rank's compiled program (planner::make_rank, compiled against the rank's own
 // layout) in one process: per step, local copies, then each send's bytes gathered from its
 // segments and scattered into the matching receive's segments (matched by tag, checked against
-// ranks and sizes). Returns "" if every receive buffer ends up exactly right.
+// ranks and sizes). Returns "" if every receive buffer ends up exactly right. With
+// `single_segments`, as the executor: the plan splits blocks unless every rank's layout is
+// contiguous, and every message must be one segment on each side.
 std::string run_in_process(const fast::topology& t, const fast::plan_options& o, const fast::traffic_matrix& m,
                            bool gapped, bool single_segments, std::uint64_t seed) {
     using namespace detail;
     const int r = static_cast<int>(m.rows());
+    std::vector<rank_buffers> buf(static_cast<std::size_t>(r));
+    bool contiguous = true;
+    for (int k = 0; k < r; ++k) {
+        const auto uk = static_cast<std::size_t>(k);
+        buf[uk] = make_buffers(m, k, gapped, seed);
+        contiguous = contiguous && contiguous_layout(buf[uk].send.counts, buf[uk].send.displs, buf[uk].recv.counts,
+                                                     buf[uk].recv.displs) == (send_contiguous | recv_contiguous);
+    }
     fast::plan_options options = o;
-    options.split_blocks = single_segments;
+    options.split_blocks = single_segments && !contiguous;
     fast::planner planner(t, options);
     if (const fast::verification v = fast::verify(planner.make(m), m); !v.ok()) return "the whole plan: " + v.message();
-    std::vector<rank_buffers> buf(static_cast<std::size_t>(r));
     std::vector<std::vector<std::uint8_t>> scratch(static_cast<std::size_t>(r));
     std::vector<program> prog(static_cast<std::size_t>(r));
     std::vector<buffer_layout> send(static_cast<std::size_t>(r)), recv(static_cast<std::size_t>(r));
     std::uint64_t steps = 0;
     for (int k = 0; k < r; ++k) {
         const auto uk = static_cast<std::size_t>(k);
-        buf[uk] = make_buffers(m, k, gapped, seed);
         const fast::rank_program& rp = planner.make_rank(m, k);
         scratch[uk].assign(static_cast<std::size_t>(rp.scratch_bytes) + 1, 0x5A);
         send[uk].assign(buf[uk].send.counts, buf[uk].send.displs);
@@ -237,13 +245,29 @@ TEST_CASE("a packed layout compiles to one segment per message") {
         detail::buffer_layout send, recv;
         send.assign(b.send.counts, b.send.displs);
         recv.assign(b.recv.counts, b.recv.displs);
+        CHECK(detail::contiguous_layout(b.send.counts, b.send.displs, b.recv.counts, b.recv.displs) ==
+              (detail::send_contiguous | detail::recv_contiguous));
         detail::program prog;
         const fast::rank_program& rp = planner.make_rank(m, k);
         REQUIRE(detail::compile_program(rp, send, recv, false, prog).empty());
         for (const detail::op& o : prog.ops)
             if (o.kind != detail::op_kind::copy) CHECK(o.count == 1);
         CHECK(prog.steps() <= rp.steps);
+        // Single segments on packed layouts need no split blocks: the same messages.
+        detail::program whole;
+        REQUIRE(detail::compile_program(rp, send, recv, true, whole).empty());
+        CHECK(whole.ops.size() == prog.ops.size());
     }
+}
+
+TEST_CASE("layout flags: blocks back to back in rank order, empty blocks ignored") {
+    using detail::contiguous_layout;
+    const std::vector<std::size_t> counts{4, 0, 3, 5}, packed{0, 99, 4, 7}, swapped{3, 0, 0, 7}, gap{0, 4, 5, 8};
+    CHECK(contiguous_layout(counts, packed, counts, packed) == (detail::send_contiguous | detail::recv_contiguous));
+    CHECK(contiguous_layout(counts, swapped, counts, packed) == detail::recv_contiguous);
+    CHECK(contiguous_layout(counts, packed, counts, gap) == detail::send_contiguous);
+    const std::vector<std::size_t> none{0, 0, 0, 0}, any{7, 1, 3, 2};
+    CHECK(contiguous_layout(none, any, none, any) == (detail::send_contiguous | detail::recv_contiguous));
 }
 
 // --- communicators without MPI ------------------------------------------------------------------

@@ -40,7 +40,7 @@ struct statistics {
     std::uint64_t failures = 0;      ///< calls and starts that returned an error
     std::uint64_t plans_made = 0;    ///< times the planner ran (a new traffic matrix)
     std::uint64_t plans_reused = 0;  ///< calls whose matrix equalled the previous one
-    std::size_t last_plan_steps = 0; ///< steps of the most recent plan
+    std::size_t last_plan_steps = 0; ///< steps of the most recent plan, as its schedule numbers them (alike on every rank)
     std::size_t scratch_bytes = 0;   ///< this rank's scratch allocation
 };
 

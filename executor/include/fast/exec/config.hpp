@@ -22,8 +22,10 @@ enum class flow_control {
     /// peer (a pairwise exchange then runs one direction after the other).
     rendezvous,
     /// Explicit credits: having posted a step's receives, a rank sends each of that step's
-    /// senders an 8-byte credit; a sender sends its data eagerly once the credit is in (the
-    /// executor's UCX context runs with RNDV_THRESH=inf). One small message per peer and step.
+    /// senders an 8-byte credit; a sender sends its data once the credit is in, eagerly for host
+    /// memory (the executor's UCX context runs with RNDV_THRESH=inf), by UCX's rendezvous for
+    /// device memory (eager device data moves in small fragments, each with a synchronous device
+    /// copy). One small message per peer and step.
     credits,
 };
 
