@@ -166,7 +166,8 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
     } else if (cfg.flow != exec::flow_control::rendezvous && cfg.flow != exec::flow_control::credits) {
         local = errc::invalid_argument;
         text = "config.flow is not a known flow control";
-    } else if (cfg.scheduler != exec::scheduler::fast && cfg.scheduler != exec::scheduler::direct) {
+    } else if (cfg.scheduler != exec::scheduler::automatic && cfg.scheduler != exec::scheduler::fast &&
+               cfg.scheduler != exec::scheduler::direct) {
         local = errc::invalid_argument;
         text = "config.scheduler is not a known scheduler";
     }
@@ -288,7 +289,9 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
         return status(errc::invalid_argument, prefix + std::to_string(size_) + " ranks, more than the " +
                                                   std::to_string(max_ranks) + " a message tag can name");
     fast::plan_options options;
-    options.scheduler = cfg.scheduler == exec::scheduler::direct ? fast::scheduler::direct : fast::scheduler::fast;
+    options.scheduler = cfg.scheduler == exec::scheduler::direct ? fast::scheduler::direct
+                      : cfg.scheduler == exec::scheduler::fast ? fast::scheduler::fast
+                                                               : fast::scheduler::automatic;
     planner_ = std::make_unique<fast::planner>(topo_, options);
     if (single_segments()) {
         options.split_blocks = true;

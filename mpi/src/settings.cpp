@@ -57,8 +57,10 @@ bool parse_one(const variable& v, settings& s, std::string& error) {
             return error = bad(v, "a byte count such as 65536 or 64K"), false;
         }
     } else if (name == "FAST_MPI_SCHEDULER") {
-        if (text != "fast" && text != "direct") return error = bad(v, "fast or direct"), false;
-        c.scheduler = text == "fast" ? fast::exec::scheduler::fast : fast::exec::scheduler::direct;
+        if (text != "automatic" && text != "fast" && text != "direct") return error = bad(v, "automatic, fast or direct"), false;
+        c.scheduler = text == "fast" ? fast::exec::scheduler::fast
+                    : text == "direct" ? fast::exec::scheduler::direct
+                                       : fast::exec::scheduler::automatic;
     } else if (name == "FAST_MPI_FLOW") {
         if (text != "rendezvous" && text != "credits") return error = bad(v, "rendezvous or credits"), false;
         c.flow = text == "credits" ? fast::exec::flow_control::credits : fast::exec::flow_control::rendezvous;

@@ -9,8 +9,9 @@ namespace fast::exec {
 
 /// Which plan the executor carries out.
 enum class scheduler {
-    fast,   ///< the FAST schedule (fast::planner's default): balanced, incast-free steps
-    direct, ///< every transfer posted at once, like NCCL's or MPI's alltoallv (the baseline)
+    automatic, ///< per call, fast or direct, whichever the planner's cost model predicts faster
+    fast,      ///< the FAST schedule: balanced, incast-free steps
+    direct,    ///< every transfer posted at once, like NCCL's or MPI's alltoallv (the baseline)
 };
 
 /// How a receiver paces the messages sent to it, step by step. Either way a sender's bytes for
@@ -37,7 +38,7 @@ enum class memory {
 };
 
 [[nodiscard]] constexpr std::string_view to_string(scheduler s) noexcept {
-    return s == scheduler::fast ? "fast" : "direct";
+    return s == scheduler::automatic ? "automatic" : s == scheduler::fast ? "fast" : "direct";
 }
 
 [[nodiscard]] constexpr std::string_view to_string(flow_control f) noexcept {
@@ -55,7 +56,7 @@ struct config {
     /// groups ranks [s * G, (s + 1) * G) into server s whatever their hosts are (emulation); the
     /// communicator size must be a multiple of it.
     int gpus_per_server = 0;
-    exec::scheduler scheduler = exec::scheduler::fast;
+    exec::scheduler scheduler = exec::scheduler::automatic;
     exec::memory memory = exec::memory::host;
     exec::flow_control flow = exec::flow_control::rendezvous;
     /// Bound of every wait: each step's transfers, the end-of-call flush, cancellation, and (with
