@@ -91,11 +91,16 @@ struct decompose_workspace {
     /// warm starts save (benchmarks/planner_bench's decompose_cold), never what plans use.
     bool cold_starts = false;
     bit_rows edges;
-    std::vector<std::vector<std::uint32_t>> by_value; // entries (r * n + c) by value, lazily
-    std::vector<std::uint64_t> filled;                // bit v: by_value[v] is not empty
+    // Entries (r * n + c) by value, lazily: bucket v is the list from first[v] through
+    // next_entry (an entry is in at most one bucket: it leaves hers when it becomes an edge).
+    static constexpr std::uint32_t end_of_list = UINT32_MAX;
+    std::vector<std::uint32_t> first;      // per value
+    std::vector<std::uint32_t> next_entry; // per entry
+    std::vector<std::uint64_t> filled;     // bit v: bucket v is not empty
 
     void add(std::size_t value, std::uint32_t entry) {
-        by_value[value].push_back(entry);
+        next_entry[entry] = first[value];
+        first[value] = entry;
         filled[value >> 6] |= std::uint64_t{1} << (value & 63);
     }
     /// The largest value at most `v` whose bucket is not empty, or 0.
@@ -107,7 +112,7 @@ struct decompose_workspace {
         }
     }
     void empty(std::size_t value) {
-        by_value[value].clear();
+        first[value] = end_of_list;
         filled[value >> 6] &= ~(std::uint64_t{1} << (value & 63));
     }
 };
@@ -205,16 +210,18 @@ inline void decompose_flat(std::vector<std::int64_t>& a, int n, matching_rule ru
         // The last call's leftovers are in the buckets its bits name.
         for (std::size_t w = 0; w < ws.filled.size(); ++w)
             for (std::uint64_t bits = ws.filled[w]; bits != 0; bits &= bits - 1)
-                ws.by_value[w * 64 + static_cast<std::size_t>(__builtin_ctzll(bits))].clear();
+                ws.first[w * 64 + static_cast<std::size_t>(__builtin_ctzll(bits))] = ws.end_of_list;
         const auto values = static_cast<std::size_t>(top) + 1;
-        if (ws.by_value.size() < values) ws.by_value.resize(values);
+        if (ws.first.size() < values) ws.first.resize(values, ws.end_of_list);
+        ws.next_entry.resize(un * un);
         ws.filled.assign((values + 63) / 64, 0);
         for (std::size_t k = 0; k < un * un; ++k)
             if (a[k] > 0 && a[k] < threshold) ws.add(static_cast<std::size_t>(a[k]), static_cast<std::uint32_t>(k));
     }
     while (remaining > 0) {
         if (ws.cold_starts) matching.reset(n);
-        if (!matching.complete(edges)) {
+        // The matched pairs whose edge a stage removed were dropped where it removed them.
+        if (!(ws.cold_starts ? matching.complete(edges) : matching.grow(edges))) {
             if (rule == matching_rule::any || threshold == 1)
                 throw invalid_argument("decompose: the matrix does not have equal line sums");
             // Lower the threshold to the next value some entry still has, and on while the
@@ -233,7 +240,7 @@ inline void decompose_flat(std::vector<std::int64_t>& a, int n, matching_rule ru
                             break;
                         }
                         lower = v;
-                        for (const std::uint32_t k : ws.by_value[static_cast<std::size_t>(lower)])
+                        for (std::uint32_t k = ws.first[static_cast<std::size_t>(lower)]; k != ws.end_of_list; k = ws.next_entry[k])
                             if (a[k] == lower) {
                                 const int r = static_cast<int>(k / un);
                                 const int c = static_cast<int>(k % un);
@@ -272,6 +279,7 @@ inline void decompose_flat(std::vector<std::int64_t>& a, int n, matching_rule ru
             v -= w;
             if (v < threshold) {
                 edges.clear(static_cast<int>(r), static_cast<int>(c));
+                matching.unmatch(static_cast<int>(r));
                 if (buckets && v > 0) ws.add(static_cast<std::size_t>(v), static_cast<std::uint32_t>(r * un + c));
             }
             out.perms.push_back(static_cast<std::int32_t>(c));

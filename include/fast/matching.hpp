@@ -60,6 +60,20 @@ public:
         path_.reserve(static_cast<std::size_t>(n));
         visited_.assign(static_cast<std::size_t>(n), 0);
         stamp_ = 0;
+        masks_valid_ = false;
+    }
+
+    /// Drops row's matched pair, if any (its row and column become free). With grow, a caller
+    /// that removes matched edges itself skips complete's scan for them.
+    void unmatch(int row) noexcept {
+        const int c = col_of_[static_cast<std::size_t>(row)];
+        if (c < 0) return;
+        col_of_[static_cast<std::size_t>(row)] = -1;
+        row_of_[static_cast<std::size_t>(c)] = -1;
+        if (masks_valid_) {
+            free_rows_[static_cast<std::size_t>(row >> 6)] |= std::uint64_t{1} << (row & 63);
+            free_[static_cast<std::size_t>(c >> 6)] |= std::uint64_t{1} << (c & 63);
+        }
     }
 
     [[nodiscard]] int size() const noexcept { return n_; }
@@ -77,6 +91,7 @@ public:
     template <class Edge>
         requires std::predicate<Edge&, int, int>
     bool complete(Edge&& edge) {
+        masks_valid_ = false;
         int free_rows = 0;
         for (int r = 0; r < n_; ++r) {
             const int c = col_of_[static_cast<std::size_t>(r)];
@@ -111,6 +126,31 @@ public:
     /// A free row without a path now has none after later augmentations either, so it fails at
     /// once; its search tree is kept (see can_grow).
     bool complete(const bit_rows& g) {
+        for (int r = 0; r < n_; ++r) {
+            const int c = col_of_[static_cast<std::size_t>(r)];
+            if (c >= 0 && !g.test(r, c)) {
+                col_of_[static_cast<std::size_t>(r)] = -1;
+                row_of_[static_cast<std::size_t>(c)] = -1;
+            }
+        }
+        masks_valid_ = false;
+        return grow(g);
+    }
+
+    /// complete(bit_rows) for a caller that has dropped every matched pair whose edge it
+    /// removed (unmatch) since the last complete or grow: no scan of the rows. O(free rows x
+    /// search).
+    bool grow(const bit_rows& g) {
+        if (!masks_valid_) {
+            const auto uw = static_cast<std::size_t>(g.words());
+            free_.assign(uw, 0);
+            free_rows_.assign(uw, 0);
+            for (int k = 0; k < n_; ++k) {
+                if (row_of_[static_cast<std::size_t>(k)] < 0) free_[static_cast<std::size_t>(k >> 6)] |= std::uint64_t{1} << (k & 63);
+                if (col_of_[static_cast<std::size_t>(k)] < 0) free_rows_[static_cast<std::size_t>(k >> 6)] |= std::uint64_t{1} << (k & 63);
+            }
+            masks_valid_ = true;
+        }
         // Up to 128 columns: the word loops unrolled.
         if (g.words() == 1) return complete_words<1>(g);
         if (g.words() == 2) return complete_words<2>(g);
@@ -128,84 +168,83 @@ public:
     }
 
 private:
-    // complete(bit_rows) with `fixed` words per row (0: as many as the graph has).
+    // grow with `fixed` words per row (0: as many as the graph has): one breadth-first search
+    // per free row, in row order (free_rows_ and free_ are the free rows and columns).
     template <int fixed>
     bool complete_words(const bit_rows& g) {
-        const int words = fixed > 0 ? fixed : g.words();
-        const auto uw = static_cast<std::size_t>(words);
+        const auto uw = static_cast<std::size_t>(fixed > 0 ? fixed : g.words());
         if (seen_.size() != uw) {
             seen_.assign(uw, 0);
-            free_.assign(uw, 0);
             tree_rows_.assign(uw, 0);
         }
+        for (std::size_t rw = 0; rw < uw; ++rw)
+            // A copy: augmenting clears the root's bit in free_rows_.
+            for (std::uint64_t roots = free_rows_[rw]; roots != 0; roots &= roots - 1)
+                if (!augment_words<fixed>(g, static_cast<int>(rw) * 64 + __builtin_ctzll(roots))) return false;
+        return true;
+    }
+
+    // One shortest augmenting path from free row `root`, flipped; false (with the search tree
+    // kept for can_grow) if there is none.
+    template <int fixed>
+    bool augment_words(const bit_rows& g, int root) {
+        const auto uw = static_cast<std::size_t>(fixed > 0 ? fixed : g.words());
         std::uint64_t* const seen = seen_.data();
         std::uint64_t* const free = free_.data();
         int* const col_of = col_of_.data();
         int* const row_of = row_of_.data();
         int* const parent = parent_.data();
-        for (std::size_t w = 0; w < uw; ++w) free[w] = 0;
-        for (int r = 0; r < n_; ++r) {
-            const int c = col_of[r];
-            if (c >= 0 && !g.test(r, c)) {
-                col_of[r] = -1;
-                row_of[c] = -1;
-            }
-        }
-        for (int c = 0; c < n_; ++c)
-            if (row_of[c] < 0) free[c >> 6] |= std::uint64_t{1} << (c & 63);
         int* const queue = search_.data(); // each row enters once
-        for (int root = 0; root < n_; ++root) {
-            if (col_of[root] >= 0) continue;
-            for (std::size_t w = 0; w < uw; ++w) seen[w] = 0;
-            std::size_t queued = 1;
-            queue[0] = root;
-            int free_col = -1;
-            // Breadth-first, a level at a time: the first row of the level (in queue order) with
-            // a free column ends the search at its lowest free column, before any row of the
-            // level is expanded (expanding only appends the next level, and a free column is
-            // never seen: a row is expanded only once it has none); else every row of the level
-            // is expanded, in order, each column reached first from its first row.
-            for (std::size_t begin = 0, end = 1; begin < end && free_col < 0; begin = end, end = queued) {
-                for (std::size_t head = begin; head < end; ++head) {
-                    const std::uint64_t* row = g.row(queue[head]);
-                    for (std::size_t w = 0; w < uw; ++w)
-                        if (const std::uint64_t hit = row[w] & free[w]) {
-                            free_col = static_cast<int>(w) * 64 + __builtin_ctzll(hit);
-                            parent[free_col] = queue[head];
-                            break;
-                        }
-                    if (free_col >= 0) break;
+        for (std::size_t w = 0; w < uw; ++w) seen[w] = 0;
+        std::size_t queued = 1;
+        queue[0] = root;
+        int free_col = -1;
+        // Breadth-first: the first row in queue order with a free column ends the search at its
+        // lowest free column. A row is checked when it is queued (expanding only appends rows,
+        // and a free column is never seen: a row is expanded only once it has none), so the
+        // search stops at the first such row without expanding the rest of its level. Each
+        // column is reached first from its first row.
+        auto hit_of = [&](int r) {
+            const std::uint64_t* row = g.row(r);
+            for (std::size_t w = 0; w < uw; ++w)
+                if (const std::uint64_t hit = row[w] & free[w]) {
+                    free_col = static_cast<int>(w) * 64 + __builtin_ctzll(hit);
+                    parent[free_col] = r;
+                    return true;
                 }
-                if (free_col >= 0) break;
-                for (std::size_t head = begin; head < end; ++head) {
-                    const int r = queue[head];
-                    const std::uint64_t* row = g.row(r);
-                    for (std::size_t w = 0; w < uw; ++w) {
-                        std::uint64_t fresh = row[w] & ~seen[w];
-                        seen[w] |= fresh;
-                        for (; fresh != 0; fresh &= fresh - 1) {
-                            const int c = static_cast<int>(w) * 64 + __builtin_ctzll(fresh);
-                            parent[c] = r;
-                            queue[queued++] = row_of[c];
-                        }
+            return false;
+        };
+        if (!hit_of(root)) {
+            for (std::size_t head = 0; head < queued && free_col < 0; ++head) {
+                const int r = queue[head];
+                const std::uint64_t* row = g.row(r);
+                for (std::size_t w = 0; w < uw && free_col < 0; ++w) {
+                    std::uint64_t fresh = row[w] & ~seen[w];
+                    seen[w] |= fresh;
+                    for (; fresh != 0; fresh &= fresh - 1) {
+                        const int c = static_cast<int>(w) * 64 + __builtin_ctzll(fresh);
+                        parent[c] = r;
+                        queue[queued++] = row_of[c];
+                        if (hit_of(row_of[c])) break;
                     }
                 }
             }
-            if (free_col < 0) {
-                // The failed root's tree: the rows it reached (seen holds its columns).
-                std::fill(tree_rows_.begin(), tree_rows_.end(), 0);
-                for (std::size_t k = 0; k < queued; ++k) tree_rows_[static_cast<std::size_t>(queue[k] >> 6)] |= std::uint64_t{1} << (queue[k] & 63);
-                return false;
-            }
-            free[free_col >> 6] &= ~(std::uint64_t{1} << (free_col & 63));
-            // Flip the path back to the root: each row on it takes the column that reached it.
-            for (int c = free_col; c >= 0;) {
-                const int r = parent[c];
-                const int previous = col_of[r];
-                col_of[r] = c;
-                row_of[c] = r;
-                c = r == root ? -1 : previous;
-            }
+        }
+        if (free_col < 0) {
+            // The failed root's tree: the rows it reached (seen holds its columns).
+            std::fill(tree_rows_.begin(), tree_rows_.end(), 0);
+            for (std::size_t k = 0; k < queued; ++k) tree_rows_[static_cast<std::size_t>(queue[k] >> 6)] |= std::uint64_t{1} << (queue[k] & 63);
+            return false;
+        }
+        free[free_col >> 6] &= ~(std::uint64_t{1} << (free_col & 63));
+        free_rows_[static_cast<std::size_t>(root >> 6)] &= ~(std::uint64_t{1} << (root & 63));
+        // Flip the path back to the root: each row on it takes the column that reached it.
+        for (int c = free_col; c >= 0;) {
+            const int r = parent[c];
+            const int previous = col_of[r];
+            col_of[r] = c;
+            row_of[c] = r;
+            c = r == root ? -1 : previous;
         }
         return true;
     }
@@ -332,7 +371,9 @@ private:
     std::vector<int> search_; // complete(bit_rows): the rows of a search, in order
     std::vector<int> path_;
     std::vector<std::uint64_t> seen_; // columns reached, one bit each
-    std::vector<std::uint64_t> free_; // complete(bit_rows): unmatched columns, one bit each
+    std::vector<std::uint64_t> free_;      // grow: unmatched columns, one bit each
+    std::vector<std::uint64_t> free_rows_; // grow: unmatched rows, one bit each
+    bool masks_valid_ = false;             // free_ and free_rows_ match the matching
     std::vector<std::uint64_t> tree_rows_; // complete(bit_rows) failed: the rows its last search reached
     std::vector<int> parent_;         // per column: the row that reached it
 };

@@ -144,7 +144,8 @@ TEST_CASE("the value buckets name the largest filled value at most v, across wor
     std::mt19937_64 rng(3);
     for (int round = 0; round < 200; ++round) {
         const std::size_t values = 1 + rng() % 300;
-        ws.by_value.assign(values, {});
+        ws.first.assign(values, ws.end_of_list);
+        ws.next_entry.assign(20, 0);
         ws.filled.assign((values + 63) / 64, 0);
         std::vector<char> filled(values, 0);
         for (int k = 0; k < 20; ++k) {
@@ -156,7 +157,7 @@ TEST_CASE("the value buckets name the largest filled value at most v, across wor
             const std::size_t v = rng() % values;
             ws.empty(v);
             filled[v] = 0;
-            CHECK(ws.by_value[v].empty());
+            CHECK(ws.first[v] == ws.end_of_list);
         }
         INFO("round " << round << ", values " << values);
         for (std::size_t v = 0; v < values; ++v) {
