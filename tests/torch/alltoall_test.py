@@ -137,7 +137,7 @@ def test_errors(group, rank, size):
     out = torch.empty((sum(recv),) + ROW)
     t0 = time.monotonic()
     expect_error(lambda: dist.all_to_all_single(out, inp, recv, s[rank], group=group),
-                 "fast backend", f"rank {rank}", "rank 1 expects")
+                 "fast backend", f"rank {rank}", "rank 1 expects", "rows of 12 bytes")
     check(time.monotonic() - t0 < 10, "the mismatch took more than 10 s to report")
     # Bad arguments on one rank only: its own error here, that rank's error everywhere else.
     send = list(s[rank])

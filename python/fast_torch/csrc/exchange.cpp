@@ -108,6 +108,7 @@ std::string make_single_exchange(const at::Tensor& output, const at::Tensor& inp
         return "input rows (dim 0) hold " + str(in_row) + " elements, output rows " + str(out_row) +
                " (the sizes past dim 0 must match)";
     const auto row_bytes = static_cast<std::size_t>(in_row) * input.element_size();
+    out.row_bytes = row_bytes;
     if (std::string e = split_counts(input_splits, "input_split_sizes", "input", input.size(0), row_bytes, ranks,
                                      out.sendcounts, out.sdispls);
         !e.empty())

@@ -21,6 +21,7 @@ struct exchange {
     void* recv = nullptr;
     std::vector<std::size_t> sendcounts, sdispls, recvcounts, rdispls;
     c10::Device device{c10::DeviceType::CPU};
+    std::size_t row_bytes = 0; ///< all_to_all_single: bytes of one row (0: the list form)
 };
 
 /// all_to_all_single: the block for rank j is input_splits[j] rows of `input`, the block from

@@ -119,6 +119,8 @@ std::string process_group::run(call& c) {
         const std::string theirs = find_error(*store_, error_keys, c.number, size_);
         if (!theirs.empty()) return prefix + "another rank could not run this call: " + theirs;
     }
+    if (st.code() == fast::exec::errc::count_mismatch && c.x.row_bytes > 0)
+        return prefix + st.message() + " (split sizes count rows of " + std::to_string(c.x.row_bytes) + " bytes)";
     return prefix + st.message();
 }
 
@@ -145,7 +147,7 @@ process_group::info process_group::describe() {
 }
 
 c10d::ProcessGroup& process_group::fallback(const char* op) {
-    TORCH_CHECK(fallback_, "fast backend: ", op,
+    TORCH_CHECK(fallback_, "fast backend: rank ", rank_, ": ", op,
                 " is not supported by the fast backend (it runs all_to_all_single and all_to_all); with "
                 "FAST_TORCH_FALLBACK=gloo (the default) other collectives run on an inner gloo group");
     return *fallback_;
