@@ -62,6 +62,14 @@ struct stream_slot {
 /// When balancing and redistribution happen (see the file comment).
 enum class gather_timing { windowed, up_front };
 
+/// How the emission runs, fixed per plan (compile-time in the inner loops): scale-up work up
+/// front or in windows, the whole plan or one rank's part, blocks split or not.
+struct emit_mode {
+    bool up_front = false;
+    bool focus = false;
+    bool split = false;
+};
+
 /// Builds a plan's transfers step by step, or one rank's (the focus); reusable across plans
 /// (buffers keep their capacity).
 class plan_builder {
@@ -85,7 +93,6 @@ class plan_builder {
         transfer t;
         std::uint32_t src_region;
         std::uint32_t dst_region;
-        block_key block;
     };
 
 public:
@@ -123,6 +130,7 @@ public:
         if (buckets_.size() < steps_) buckets_.resize(steps_);
         for (std::size_t k = 0; k < steps_; ++k) buckets_[k].clear();
         last_kept_.assign(steps_, none);
+        if (split_blocks) last_block_.assign(steps_, block_key{});
         regions_.assign(1, region{});
         next_foreign_ = foreign_region;
         staged_region_.assign(r, no_region);
@@ -188,31 +196,13 @@ public:
     /// Direct scale-up copies of the loaded (intra-server) tile: in step 1 up front, else each
     /// block in the scale-out step with the most room for both of its ports.
     void emit_intra_tile() {
-        const auto ug = static_cast<std::size_t>(g_);
-        const std::size_t stride = tile_stride();
-        const std::int32_t first = 1;
-        const std::int32_t last = std::max(1, last_);
-        for (std::size_t a = 0; a < ug; ++a)
-            for (std::size_t b = 0; b < ug; ++b) {
-                const std::int64_t n = tile_[a * stride + b];
-                if (n == 0) continue;
-                const int src = rank(s_, a);
-                const int dst = rank(d_, b);
-                const transfer_end from{src, buffer::send, no_region, send_at_[a * ug + b]};
-                const transfer_end to{dst, buffer::recv, no_region, recv_at_[a * ug + b]};
-                const block_key block{src, dst};
-                if (timing_ == gather_timing::up_front)
-                    emit_up<false>(1, from, to, block, n);
-                else
-                    emit_up<true>(roomiest<false>(src, dst, first, last), from, to, block, n);
-            }
+        with_mode([&]<emit_mode M>() { emit_intra_tile<M>(); });
     }
 
     /// Emits the (pair, rail) stream `pieces` of the loaded tile over `slots` (in step order;
     /// their bytes must add up to the pieces' bytes).
     void emit_stream(int rail, std::span<const piece> pieces, std::span<const stream_slot> slots) {
-        if (timing_ == gather_timing::up_front) emit_stream<true>(rail, pieces, slots);
-        else emit_stream<false>(rail, pieces, slots);
+        with_mode([&]<emit_mode M>() { emit_stream<M>(rail, pieces, slots); });
     }
 
     /// Concatenates the steps into `out` (dropping empty ones), lays out each rank's scratch
@@ -266,14 +256,61 @@ public:
     }
 
 private:
+    // Calls f.template operator()<M>() with the mode of this plan.
+    template <class F>
+    void with_mode(F&& f) {
+        const bool focus = focus_ >= 0;
+        if (timing_ == gather_timing::up_front) {
+            if (focus) split_blocks_ ? f.template operator()<emit_mode{true, true, true}>() : f.template operator()<emit_mode{true, true, false}>();
+            else split_blocks_ ? f.template operator()<emit_mode{true, false, true}>() : f.template operator()<emit_mode{true, false, false}>();
+        } else {
+            if (focus) split_blocks_ ? f.template operator()<emit_mode{false, true, true}>() : f.template operator()<emit_mode{false, true, false}>();
+            else split_blocks_ ? f.template operator()<emit_mode{false, false, true}>() : f.template operator()<emit_mode{false, false, false}>();
+        }
+    }
+
+    template <emit_mode M>
+    void emit_intra_tile() {
+        const auto ug = static_cast<std::size_t>(g_);
+        const std::size_t stride = tile_stride();
+        const std::int32_t first = 1;
+        const std::int32_t last = std::max(1, last_);
+        for (std::size_t a = 0; a < ug; ++a)
+            for (std::size_t b = 0; b < ug; ++b) {
+                const std::int64_t n = tile_[a * stride + b];
+                if (n == 0) continue;
+                const int src = rank(s_, a);
+                const int dst = rank(d_, b);
+                const transfer_end from{src, buffer::send, no_region, send_at_[a * ug + b]};
+                const transfer_end to{dst, buffer::recv, no_region, recv_at_[a * ug + b]};
+                const block_key block{src, dst};
+                if constexpr (M.up_front)
+                    emit_up<M, false>(1, from, to, block, n);
+                else
+                    emit_up<M, true>(roomiest<false>(src, dst, first, last), from, to, block, n);
+            }
+    }
+
     [[nodiscard]] int rank(int server, std::size_t local) const noexcept {
         return server * g_ + static_cast<int>(local);
     }
     // Whether `rank`'s moves are placed (and regions kept): every rank, or the focus's server's.
-    [[nodiscard]] bool local(int rank) const noexcept { return focus_ < 0 || rank / g_ == focus_server_; }
+    template <emit_mode M>
+    [[nodiscard]] bool local(int rank) const noexcept {
+        if constexpr (M.focus) return rank / g_ == focus_server_;
+        else return true;
+    }
     // Whether a transfer between src and dst is kept.
-    [[nodiscard]] bool kept(int src, int dst) const noexcept { return focus_ < 0 || src == focus_ || dst == focus_; }
-    [[nodiscard]] static bool foreign(std::uint32_t id) noexcept { return id >= foreign_region; }
+    template <emit_mode M>
+    [[nodiscard]] bool kept(int src, int dst) const noexcept {
+        if constexpr (M.focus) return src == focus_ || dst == focus_;
+        else return true;
+    }
+    template <emit_mode M>
+    [[nodiscard]] static bool foreign(std::uint32_t id) noexcept {
+        if constexpr (M.focus) return id >= foreign_region;
+        else return false;
+    }
 
     // One end of a transfer: rank, buffer, region (no_region outside scratch), offset (relative
     // to the region in scratch).
@@ -293,8 +330,9 @@ private:
         std::int32_t last = 0;
     };
 
-    template <bool up_front>
+    template <emit_mode M>
     void emit_stream(int rail, std::span<const piece> pieces, std::span<const stream_slot> slots) {
+        constexpr bool up_front = M.up_front;
         const auto ug = static_cast<std::size_t>(g_);
         const auto ui = static_cast<std::size_t>(rail);
         const int origins = s_ * g_; // rank of GPU 0 of the source server
@@ -303,9 +341,9 @@ private:
         const int receiver = finals + rail;
         // The source server's gathers and the destination server's redistribution are placed
         // where their server's moves are.
-        const bool gathers = local(carrier);
-        const bool scatters = local(receiver);
-        const bool out_kept = kept(carrier, receiver);
+        const bool gathers = local<M>(carrier);
+        const bool scatters = local<M>(receiver);
+        const bool out_kept = kept<M>(carrier, receiver);
         const piece* pc = pieces.data();
         const piece* const end = pc + pieces.size();
         std::int64_t used = 0; // bytes of *pc already sent
@@ -317,9 +355,9 @@ private:
             std::int64_t landed = 0;
             if constexpr (up_front) {
                 std::uint32_t& staged = staged_region_[static_cast<std::size_t>(carrier)];
-                if (staged == no_region) staged = new_region(carrier, 0, slot.step);
+                if (staged == no_region) staged = new_region<M>(carrier, 0, slot.step);
                 g_region = staged;
-                if (!foreign(g_region)) {
+                if (!foreign<M>(g_region)) {
                     gathered = regions_[g_region].size;
                     regions_[g_region].last = std::max(regions_[g_region].last, slot.step);
                 }
@@ -344,13 +382,14 @@ private:
                 const auto a = static_cast<std::size_t>(pc->origin);
                 const auto b = static_cast<std::size_t>(pc->final);
                 const std::int64_t at = pc->offset + used;
-                const block_key block{origins + pc->origin, finals + pc->final};
+                block_key block;
+                if constexpr (M.split) block = {origins + pc->origin, finals + pc->final};
                 transfer_end from{carrier, buffer::send, no_region, send_at_[a * ug + b] + at};
                 if (a != ui) {
                     if (gathers) {
                         const int origin = origins + pc->origin;
-                        if (gather_stamp_[a] != stamp_) decide_gather<up_front>(a, origin, carrier, slot.step, g_region);
-                        emit_move<up_front>(gather, a, gather_step_of_[a], {origin, buffer::send, no_region, from.offset},
+                        if (gather_stamp_[a] != stamp_) decide_gather<M>(a, origin, carrier, slot.step, g_region);
+                        emit_move<M>(gather, a, gather_step_of_[a], {origin, buffer::send, no_region, from.offset},
                                             {carrier, buffer::scratch, g_region, gathered}, block, n);
                     } else if (g_region == no_region) {
                         g_region = next_foreign_++;
@@ -362,8 +401,8 @@ private:
                 if (b != ui) {
                     if (scatters) {
                         const int final_rank = finals + pc->final;
-                        if (scatter_stamp_[b] != stamp_) decide_scatter<up_front>(b, receiver, final_rank, slot.step, l_region);
-                        emit_move<up_front>(scatter, b, scatter_step_of_[b], {receiver, buffer::scratch, l_region, landed},
+                        if (scatter_stamp_[b] != stamp_) decide_scatter<M>(b, receiver, final_rank, slot.step, l_region);
+                        emit_move<M>(scatter, b, scatter_step_of_[b], {receiver, buffer::scratch, l_region, landed},
                                             {final_rank, buffer::recv, no_region, to.offset}, block, n);
                     } else if (l_region == no_region) {
                         l_region = next_foreign_++;
@@ -372,12 +411,13 @@ private:
                     landed += n;
                 }
                 if (out_kept) {
-                    if (out_record != none && extends(buckets_[static_cast<std::size_t>(slot.step)][out_record], out_block, from, to, block)) {
+                    if (out_record != none && extends<M>(buckets_[static_cast<std::size_t>(slot.step)][out_record], out_block, from, to, block)) {
                         buckets_[static_cast<std::size_t>(slot.step)][out_record].t.bytes += n;
+                        if constexpr (M.split) last_block_[static_cast<std::size_t>(slot.step)] = block;
                     } else {
-                        out_record = append(slot.step, n, from, to, block, tier::scale_out);
+                        out_record = append<M>(slot.step, n, from, to, block, tier::scale_out);
                     }
-                    out_block = block;
+                    if constexpr (M.split) out_block = block;
                 }
                 used += n;
                 left -= n;
@@ -386,22 +426,26 @@ private:
                     used = 0;
                 }
             }
-            if (!foreign(g_region) && g_region != no_region) regions_[g_region].size = gathered;
-            if (!foreign(l_region) && l_region != no_region) regions_[l_region].size = landed;
+            if (!foreign<M>(g_region) && g_region != no_region) regions_[g_region].size = gathered;
+            if (!foreign<M>(l_region) && l_region != no_region) regions_[l_region].size = landed;
         }
     }
 
     // Whether a transfer from `from` to `to` continues record x (same regions, contiguous at
     // both ends, and with split blocks the same block as the last piece `last`).
-    [[nodiscard]] bool extends(const record& x, const block_key& last, const transfer_end& from, const transfer_end& to,
-                               const block_key& block) const noexcept {
+    template <emit_mode M>
+    [[nodiscard]] static bool extends(const record& x, const block_key& last, const transfer_end& from,
+                                      const transfer_end& to, const block_key& block) noexcept {
+        bool same_block = true;
+        if constexpr (M.split) same_block = last == block;
         return x.t.src_buffer == from.buf && x.t.dst_buffer == to.buf && x.src_region == from.region &&
                x.dst_region == to.region && x.t.src_offset + x.t.bytes == from.offset &&
-               x.t.dst_offset + x.t.bytes == to.offset && (!split_blocks_ || last == block);
+               x.t.dst_offset + x.t.bytes == to.offset && same_block;
     }
 
+    template <emit_mode M>
     std::uint32_t new_region(int rank, std::int32_t first, std::int32_t last) {
-        if (!local(rank)) return next_foreign_++;
+        if (!local<M>(rank)) return next_foreign_++;
         if (regions_.size() >= foreign_region) throw invalid_argument("a plan with more than 2^31 scratch regions");
         regions_.push_back({0, 0, rank, first, last});
         return static_cast<std::uint32_t>(regions_.size() - 1);
@@ -496,27 +540,27 @@ private:
     // The step of the slot's gathers from origin GPU `a` (gathers in one of the `window` steps
     // before the slot's, the roomiest), its region created on first use. Out of line: once per
     // origin and slot, and the emission loop stays small.
-    template <bool up_front>
+    template <emit_mode M>
     __attribute__((noinline)) void decide_gather(std::size_t a, int origin, int carrier, std::int32_t slot_step,
                                                  std::uint32_t& g_region) {
         gather_stamp_[a] = stamp_;
         std::int32_t step = 0;
-        if constexpr (!up_front) step = roomiest<true>(origin, carrier, std::max(0, slot_step - window_), slot_step - 1);
+        if constexpr (!M.up_front) step = roomiest<true>(origin, carrier, std::max(0, slot_step - window_), slot_step - 1);
         gather_step_of_[a] = step;
-        if (g_region == no_region) g_region = new_region(carrier, step, slot_step);
+        if (g_region == no_region) g_region = new_region<M>(carrier, step, slot_step);
         regions_[g_region].first = std::min(regions_[g_region].first, step);
     }
 
     // Likewise the step of the redistribution to final GPU `b` (one of the `window` steps after).
-    template <bool up_front>
+    template <emit_mode M>
     __attribute__((noinline)) void decide_scatter(std::size_t b, int receiver, int final_rank, std::int32_t slot_step,
                                                   std::uint32_t& l_region) {
         scatter_stamp_[b] = stamp_;
         std::int32_t step = slot_step + 1;
-        if constexpr (!up_front)
+        if constexpr (!M.up_front)
             step = roomiest<false>(receiver, final_rank, slot_step + 1, std::min(slot_step + window_, last_ + 1));
         scatter_step_of_[b] = step;
-        if (l_region == no_region) l_region = new_region(receiver, slot_step, step);
+        if (l_region == no_region) l_region = new_region<M>(receiver, slot_step, step);
         regions_[l_region].last = std::max(regions_[l_region].last, step);
     }
 
@@ -533,23 +577,28 @@ private:
 
     // A gather or redistribution of a stream's piece (see emit_stream's open transfers); the
     // offset `tracked` (at the key's end) is the one in the end outside scratch.
-    template <bool up_front>
+    template <emit_mode M>
     void emit_move(open_move& open, std::size_t key, std::int32_t step, const transfer_end& from, const transfer_end& to,
                    const block_key& block, std::int64_t n) {
-        if constexpr (up_front) {
-            emit_up<false>(step, from, to, block, n);
+        if constexpr (M.up_front) {
+            emit_up<M, false>(step, from, to, block, n);
         } else {
             count_up(step, from.rank, to.rank, n);
             const std::int64_t tracked = from.buf == buffer::scratch ? to.offset : from.offset;
-            if (open.step == step && open.key == key && open.end == tracked && (!split_blocks_ || open.block == block)) {
-                if (open.record != none) buckets_[static_cast<std::size_t>(step)][open.record].t.bytes += n;
+            bool same_block = true;
+            if constexpr (M.split) same_block = open.block == block;
+            if (open.step == step && open.key == key && open.end == tracked && same_block) {
+                if (open.record != none) {
+                    buckets_[static_cast<std::size_t>(step)][open.record].t.bytes += n;
+                    if constexpr (M.split) last_block_[static_cast<std::size_t>(step)] = block;
+                }
             } else {
-                open.record = append(step, n, from, to, block, tier::scale_up);
+                open.record = append<M>(step, n, from, to, block, tier::scale_up);
             }
             open.step = step;
             open.key = key;
             open.end = tracked + n;
-            open.block = block;
+            if constexpr (M.split) open.block = block;
         }
     }
 
@@ -562,31 +611,45 @@ private:
     // A scale-up transfer into step `step`: extends the last transfer the step has seen when
     // that is kept, between the same ranks and contiguous with it, and (with `load`: windowed
     // timing) counts its bytes against both ports.
-    template <bool load>
+    template <emit_mode M, bool load>
     void emit_up(std::int32_t step, const transfer_end& from, const transfer_end& to, const block_key& block,
                  std::int64_t bytes) {
         if constexpr (load) count_up(step, from.rank, to.rank, bytes);
-        if (const std::size_t last = last_kept_[static_cast<std::size_t>(step)]; last != none) {
+        if (const std::size_t last = last_kept<M>(step); last != none) {
             record& x = buckets_[static_cast<std::size_t>(step)][last];
-            if (x.t.src == from.rank && x.t.dst == to.rank && x.t.tier == tier::scale_up && extends(x, x.block, from, to, block)) {
+            block_key last_block;
+            if constexpr (M.split) last_block = last_block_[static_cast<std::size_t>(step)];
+            if (x.t.src == from.rank && x.t.dst == to.rank && x.t.tier == tier::scale_up &&
+                extends<M>(x, last_block, from, to, block)) {
                 x.t.bytes += bytes;
-                x.block = block;
+                if constexpr (M.split) last_block_[static_cast<std::size_t>(step)] = block;
                 return;
             }
         }
-        append(step, bytes, from, to, block, tier::scale_up);
+        append<M>(step, bytes, from, to, block, tier::scale_up);
+    }
+
+    // The last transfer step `step` has seen, if kept (whole plans keep every one), or none.
+    template <emit_mode M>
+    [[nodiscard]] std::size_t last_kept(std::int32_t step) const noexcept {
+        const auto k = static_cast<std::size_t>(step);
+        if constexpr (M.focus) return last_kept_[k];
+        else return buckets_[k].empty() ? none : buckets_[k].size() - 1;
     }
 
     // Adds a transfer to step `step` as its last, if kept (else the step's last transfer is
     // not one of the kept ones any more). Returns its index in the step, or none.
+    template <emit_mode M>
     std::size_t append(std::int32_t step, std::int64_t bytes, const transfer_end& from, const transfer_end& to,
                        const block_key& block, fast::tier t) {
         const auto k = static_cast<std::size_t>(step);
-        if (!kept(from.rank, to.rank)) return last_kept_[k] = none;
+        if (!kept<M>(from.rank, to.rank)) return last_kept_[k] = none;
         std::vector<record>& b = buckets_[k];
         b.push_back(record{transfer{bytes, from.offset, to.offset, from.rank, to.rank, t, from.buf, to.buf},
-                           from.region, to.region, block});
-        return last_kept_[k] = b.size() - 1;
+                           from.region, to.region});
+        if constexpr (M.focus) last_kept_[k] = b.size() - 1;
+        if constexpr (M.split) last_block_[k] = block;
+        return b.size() - 1;
     }
 
     const traffic_summary* sum_ = nullptr;
@@ -612,6 +675,7 @@ private:
     std::uint64_t stamp_ = 0;                   // the slot being emitted
     std::vector<std::vector<record>> buckets_; // per step, in emission order
     std::vector<std::size_t> last_kept_;       // per step: its last transfer if kept, else none
+    std::vector<block_key> last_block_;        // split blocks: per step, the block of its last transfer's last bytes
     std::size_t steps_ = 0;
     std::vector<std::int64_t> capacity_; // per step: scale-up bytes that fit under its scale-out
     // rank x step: room left on its send (receive) port, the step's capacity less the scale-up
