@@ -124,6 +124,11 @@ struct plan_options {
     /// f is refined this many times, trying f -/+ 1/2, then -/+ 1/4 around the best so far, ...
     /// (never below 1); each try is one more schedule (no transfers).
     int quantum_refinements = 2;
+    /// The refinements run up to this many servers. Each is a decomposition of the S x S
+    /// matrix, most of the planning time from 32 servers up; beyond 64 servers the integer
+    /// factors alone keep predicted / T_lb within its target (1.10 at 128 x 8; refinements
+    /// gain under 1% there, docs/performance.md).
+    int refine_max_servers = 64;
     /// Ramps of the bottleneck and rail-packed policies (0: none). Balancing for a step and
     /// redistribution after it run during the neighbouring steps; ramps keep consecutive steps
     /// close enough in length that this scale-up work is expected to fill at most this share of
@@ -165,6 +170,8 @@ public:
         if (options_.quantum_refinements < 0 || options_.quantum_refinements > 16)
             throw invalid_argument("quantum_refinements must be between 0 and 16, got " +
                                    std::to_string(options_.quantum_refinements));
+        if (options_.refine_max_servers < 0)
+            throw invalid_argument("refine_max_servers must be non-negative, got " + std::to_string(options_.refine_max_servers));
         if (options_.quantum_choices < 1 || options_.quantum_choices > 64)
             throw invalid_argument("quantum_choices must be between 1 and 64, got " +
                                    std::to_string(options_.quantum_choices));
@@ -622,7 +629,8 @@ private:
         for (int factor = 1; factor <= choices; ++factor) try_factor(factor);
         // The cost is not smooth in the quantum (one tail stage more or less is a step), so the
         // best factor is refined by halving steps around it; never below the default quantum.
-        const int refinements = options_.quantum > 0 ? 0 : options_.quantum_refinements;
+        const int refinements =
+            options_.quantum > 0 || topo_.servers > options_.refine_max_servers ? 0 : options_.quantum_refinements;
         double radius = 1.0;
         for (int k = 0; k < refinements; ++k) {
             radius /= 2;

@@ -232,6 +232,9 @@ TEST_CASE("bad options and mismatched matrices are named") {
     o = {};
     o.quantum_refinements = -1;
     CHECK_THROWS_WITH(planner(t, o), Catch::Contains("quantum_refinements must be between 0 and 16, got -1"));
+    o = {};
+    o.refine_max_servers = -1;
+    CHECK_THROWS_WITH(planner(t, o), Catch::Contains("refine_max_servers must be non-negative, got -1"));
     CHECK_THROWS_WITH(make_plan(traffic_matrix::Zero(3, 3), t), Catch::Contains("3 x 3 but the topology has 2 x 2 = 4 ranks"));
     CHECK_THROWS_WITH(parse_scheduler("fastest"), Catch::Contains("unknown scheduler 'fastest'"));
     CHECK_THROWS_WITH(parse_policy("greedy"), Catch::Contains("unknown policy 'greedy'"));
