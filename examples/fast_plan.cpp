@@ -18,6 +18,7 @@
 
 #include "cluster_options.hpp"
 #include "timeline_svg.hpp"
+#include "trace_tool.hpp"
 
 #include <unistd.h>
 
@@ -475,6 +476,14 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     CLI::App* verify = app.add_subcommand("verify", "check a fast-plan/1 plan file with the verifier");
     verify->add_option("file", o.verify_file, "plan file (JSON)")->required();
+    fast_plan::trace_options to;
+    CLI::App* trace = app.add_subcommand(
+        "trace", "an executor's execution traces (config.trace / FAST_TRACE) against the cost model: per call the "
+                 "measured and predicted times, and with --svg the two timelines");
+    trace->add_option("prefix", to.prefix, "the traces' prefix: PREFIX.rank<R>.json for every rank")->required();
+    trace->add_option("--svg", to.svg, "draw one call's measured and predicted timelines to FILE");
+    trace->add_option("--call", to.call, "the call --svg draws (default: the last)")->check(CLI::NonNegativeNumber);
+    trace->add_option("--chrome", to.chrome, "every rank's events in one Chrome trace FILE (Perfetto, chrome://tracing)");
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp&) {
@@ -488,6 +497,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     try {
+        if (trace->parsed()) return fast_plan::run_trace(to);
         return verify->parsed() ? run_verify(o) : run_plan(o);
     } catch (const fast::invalid_argument& e) {
         if (verify->parsed()) { // verify answers 0 (a valid plan) or 1 (anything else)

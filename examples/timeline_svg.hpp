@@ -30,7 +30,8 @@ namespace fast_plan {
 struct timeline_panel {
     std::string label;
     const fast::plan* plan = nullptr;
-    fast::prediction prediction; ///< fast::simulate(*plan, true)
+    fast::prediction prediction; ///< fast::simulate(*plan, true), or a measured run's batches
+    bool measured = false;       ///< the batches were measured (an execution trace), not predicted
 };
 
 enum class lane_mode { automatic, rank, server };
@@ -197,11 +198,11 @@ inline std::string render_timeline_svg(std::span<const timeline_panel> panels, c
         const double ratio = o.lower_bound_us > 0 ? pr.completion_us / o.lower_bound_us : 0.0;
         put(svg, "<text x=\"%.0f\" y=\"%.1f\" font-size=\"14\" font-weight=\"bold\">%s</text>", left, top + 19,
             detail::escape(panel.label).c_str());
-        put(svg, "<text x=\"%.0f\" y=\"%.1f\" font-size=\"12\" fill=\"#333\">%zu step%s, %zu stage%s; predicted "
+        put(svg, "<text x=\"%.0f\" y=\"%.1f\" font-size=\"12\" fill=\"#333\">%zu step%s, %zu stage%s; %s "
                  "%.1f us = %.3f x T_lb</text>\n",
             left + 9.0 * static_cast<double>(panel.label.size()) + 14, top + 19, plan.steps(),
             plan.steps() == 1 ? "" : "s", fast::count_stages(plan), fast::count_stages(plan) == 1 ? "" : "s",
-            pr.completion_us, ratio);
+            panel.measured ? "measured" : "predicted", pr.completion_us, ratio);
 
         // Server bands and labels.
         for (int s = 0; s < topo.servers; ++s) {

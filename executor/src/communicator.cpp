@@ -4,8 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <new>
 #include <type_traits>
 
@@ -292,6 +296,7 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
     options.scheduler = cfg.scheduler == exec::scheduler::direct ? fast::scheduler::direct
                       : cfg.scheduler == exec::scheduler::fast ? fast::scheduler::fast
                                                                : fast::scheduler::automatic;
+    open_trace();
     planner_ = std::make_unique<fast::planner>(topo_, options);
     if (single_segments()) {
         options.split_blocks = true;
@@ -467,12 +472,67 @@ status communicator_impl::flush() {
 }
 
 communicator_impl::~communicator_impl() {
+    write_trace();
     op_.reset();
     // The worker first: closing it progresses UCX, and a receive abandoned after a failure may
     // still write into scratch (or use the device stream) until the worker is gone.
     worker_.close();
     if (scratch_ != nullptr && memory_) memory_->release(scratch_);
     memory_.reset();
+}
+
+// Traces go to config.trace, else FAST_TRACE, with ".c<K>" added: the K-th traced communicator
+// of this rank in this process (every rank creates its communicators in the same order, so K
+// names the same communicator on every rank).
+void communicator_impl::open_trace() {
+    std::string prefix = cfg_.trace;
+    if (const char* env = std::getenv("FAST_TRACE"); prefix.empty() && env != nullptr) prefix = env;
+    if (prefix.empty()) return;
+    static std::mutex mutex;
+    static std::map<int, int> created; // per rank
+    int k = 0;
+    {
+        const std::lock_guard<std::mutex> lock(mutex);
+        k = created[rank_]++;
+    }
+    trace_.open(prefix + ".c" + std::to_string(k));
+}
+
+// Writes this rank's trace files (config.trace); a failure is one line on stderr (a destructor
+// has no status to return).
+void communicator_impl::write_trace() noexcept {
+    if (!trace_.on()) return;
+    try {
+        trace_setup s;
+        s.rank = rank_;
+        s.size = size_;
+        s.servers = topo_.servers;
+        s.gpus_per_server = topo_.gpus_per_server;
+        s.scheduler = std::string(to_string(cfg_.scheduler));
+        s.flow = std::string(to_string(cfg_.flow));
+        s.memory = std::string(to_string(cfg_.memory));
+        s.host = host_key();
+        s.scale_up_gbps = cfg_.scale_up_gbps;
+        s.scale_out_gbps = cfg_.scale_out_gbps;
+        s.alpha_up_us = cfg_.alpha_up_us;
+        s.alpha_out_us = cfg_.alpha_out_us;
+        s.split_blocks_when_needed = single_segments();
+        if (const std::string e = trace_.write(s); !e.empty()) std::fprintf(stderr, "fast executor: rank %d: %s\n", rank_, e.c_str());
+    } catch (...) {
+        std::fprintf(stderr, "fast executor: rank %d: out of memory writing the trace\n", rank_);
+    }
+}
+
+// The end of a traced call: its outcome, and whether it planned a new matrix.
+void communicator_impl::trace_call_end(const status& s, bool planned) noexcept {
+    if (!trace_.on()) return;
+    trace_call& c = trace_.call(trace_.current());
+    c.end_ns = clock_ns();
+    c.ok = s.ok();
+    c.planned = planned;
+    c.plan_steps = stats_.last_plan_steps;
+    c.direct = planner_->last_scheduler() == fast::scheduler::direct;
+    c.split = plan_split_;
 }
 
 void communicator_impl::mark_failed(const status& s) noexcept {
@@ -723,8 +783,10 @@ status communicator_impl::prepare_steps(call_kind kind, const call_args& a, std:
         local = "out of host memory checking the arguments";
     }
     if (status s = agree(kind, seq, a, std::move(local)); !s.ok()) return s;
+    if (trace_.on()) trace_.call(trace_.current()).agreed_ns = clock_ns();
     if (status s = plan_matrix(); !s.ok()) return s;
     if (status s = ensure_scratch(); !s.ok()) return s;
+    if (trace_.on()) trace_.call(trace_.current()).planned_ns = clock_ns();
     // This rank's program; reused while the plan and the counts and displacements stay the same.
     auto same = [](std::span<const std::size_t> a, const std::vector<std::size_t>& b) {
         return std::equal(a.begin(), a.end(), b.begin(), b.end());
@@ -747,6 +809,7 @@ status communicator_impl::prepare_steps(call_kind kind, const call_args& a, std:
         }
         have_program_ = true;
     }
+    if (trace_.on()) trace_.call(trace_.current()).compiled_ns = clock_ns();
     return {};
 }
 
@@ -767,6 +830,13 @@ status communicator_impl::alltoallv(const call_args& a) {
     if (status s = check_usable("alltoallv"); !s.ok()) return s;
     const busy_scope busy(busy_);
     std::uint64_t seq = 0;
+    const std::uint64_t plans_before = stats_.plans_made;
+    try {
+        if (trace_.on()) trace_.begin_call(seq_, false, a.sendcounts);
+    } catch (...) {
+        trace_.open({}); // out of memory: no trace rather than a failed call
+    }
+    op_->set_tracer(&trace_);
     status s = prepare(call_kind::alltoallv, a, seq);
     if (s.ok()) {
         s = op_->start(program_, {a.send, a.recv, scratch_}, seq); // ends with a flush
@@ -776,6 +846,7 @@ status communicator_impl::alltoallv(const call_args& a) {
         if (status f = flush(); !f.ok()) s = f; // the exchanges' messages must be out too
     }
     ++(s.ok() ? stats_.operations : stats_.failures);
+    trace_call_end(s, stats_.plans_made != plans_before);
     return s;
 }
 
@@ -783,7 +854,14 @@ status communicator_impl::init(const call_args& a, program& out) {
     if (status s = check_usable("alltoallv_init"); !s.ok()) return s;
     const busy_scope busy(busy_);
     std::uint64_t seq = 0;
+    const std::uint64_t plans_before = stats_.plans_made;
+    try {
+        if (trace_.on()) trace_.begin_call(seq_, false, a.sendcounts, true);
+    } catch (...) {
+        trace_.open({});
+    }
     status s = prepare(call_kind::alltoallv_init, a, seq);
+    trace_call_end(s, stats_.plans_made != plans_before);
     if (failed_.ok())
         if (status f = flush(); !f.ok()) s = f;
     if (s.ok()) {
@@ -821,6 +899,16 @@ status request_impl::start() {
     const std::uint64_t seq = comm->next_seq();
     comm->set_busy(true);
     active = true;
+    if (tracer& t = comm->trace(); t.on()) {
+        try {
+            const std::size_t k = t.begin_call(seq, true, sendcounts);
+            t.call(k).agreed_ns = t.call(k).planned_ns = t.call(k).compiled_ns = t.call(k).start_ns;
+            t.call(k).plan_steps = prog.plan_steps;
+        } catch (...) {
+            t.open({});
+        }
+    }
+    op->set_tracer(&comm->trace());
     status s = op->start(prog, {send, recv, comm->scratch()}, seq);
     if (!s.ok()) return finish(s);
     return {};
@@ -829,6 +917,10 @@ status request_impl::start() {
 status request_impl::finish(status s) {
     active = false;
     comm->set_busy(false);
+    if (tracer& t = comm->trace(); t.on()) {
+        t.call(t.current()).end_ns = clock_ns();
+        t.call(t.current()).ok = s.ok();
+    }
     if (op->broke_communicator()) comm->mark_failed(s);
     ++(s.ok() ? comm->stats().operations : comm->stats().failures);
     return s;
@@ -924,6 +1016,7 @@ status communicator::alltoallv_init(const void* send, std::span<const std::size_
         auto r = std::make_unique<detail::request_impl>();
         r->op = std::make_unique<detail::operation>(impl_->transport(), impl_->memory(), impl_->timeout(), impl_->rank(),
                                                     impl_->credits());
+        if (impl_->trace().on()) r->sendcounts.assign(sendcounts.begin(), sendcounts.end());
         if (status s = impl_->init({send, sendcounts, sdispls, recv, recvcounts, rdispls}, r->prog); !s.ok()) return s;
         r->comm = impl_;
         r->send = send;

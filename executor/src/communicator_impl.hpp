@@ -15,6 +15,7 @@
 #include "engine.hpp"
 #include "memory.hpp"
 #include "program.hpp"
+#include "trace.hpp"
 #include "worker.hpp"
 
 namespace fast::exec::detail {
@@ -62,12 +63,16 @@ public:
     /// split blocks, unless every rank's layout is contiguous (then any packed range is one).
     [[nodiscard]] bool single_segments() const noexcept { return !cfg_.iov || cfg_.memory != exec::memory::host; }
     [[nodiscard]] void* scratch() const noexcept { return scratch_; }
+    [[nodiscard]] tracer& trace() noexcept { return trace_; }
     [[nodiscard]] std::uint64_t scratch_capacity() const noexcept { return scratch_capacity_; }
 
 private:
     status prepare(call_kind kind, const call_args& a, std::uint64_t& seq);
     status prepare_steps(call_kind kind, const call_args& a, std::uint64_t& seq);
     status fail_thrown() noexcept;
+    void open_trace();
+    void write_trace() noexcept;
+    void trace_call_end(const status& s, bool planned) noexcept;
     status agree(call_kind kind, std::uint64_t seq, const call_args& a, std::string local_error);
     status plan_matrix();
     status ensure_scratch();
@@ -109,6 +114,7 @@ private:
     bool busy_ = false;
     status failed_; ///< not ok once unusable
     statistics stats_;
+    tracer trace_; ///< config.trace / FAST_TRACE
     std::vector<unsigned char> gather_send_, gather_recv_;
     slot_block exchange_slots_;
     std::vector<op_slot> exchange_closing_; ///< exchange()'s endpoint-close slots, kept between calls
@@ -123,6 +129,7 @@ public:
     void* recv = nullptr;
     std::unique_ptr<operation> op;
     bool active = false;
+    std::vector<std::size_t> sendcounts; ///< for traces (when the communicator traces)
 
     ~request_impl();
     status start();

@@ -76,6 +76,11 @@ status operation::post_step() noexcept {
         credits_missing_ = credit_in_peer_.size();
         block_.slots.assign(n + credit_out_peer_.size() + credit_in_peer_.size(), op_slot{});
         block_.completed = 0;
+        block_.trace = trace_ != nullptr;
+        if (trace_ != nullptr) {
+            step_start_ns_ = clock_ns();
+            post_ns_.assign(n, 0);
+        }
         expected_ = 0;
         seen_errors_ = worker_.error_events();
         deadline_ = clock::now() + timeout_;
@@ -103,6 +108,7 @@ status operation::post_step() noexcept {
                 s.done = true;
                 s.status = UCS_OK;
                 s.length = o.bytes;
+                if (trace_ != nullptr) post_ns_[k] = clock_ns(); // device copies end with the step
                 continue;
             }
             if (o.kind == op_kind::send && paced(o)) continue; // posted when the credit is in
@@ -139,6 +145,7 @@ status operation::post_step() noexcept {
 }
 
 status operation::post_message(const op& o, op_slot& s) noexcept {
+    if (trace_ != nullptr) post_ns_[static_cast<std::size_t>(&s - block_.slots.data())] = clock_ns();
     void* buffer = nullptr;
     std::size_t count = 0;
     const bool iov = o.count > 1;
@@ -272,6 +279,7 @@ status operation::advance(bool& done) noexcept {
                 copies_pending_ = false;
             }
             if (status s = step_outcome(); !s.ok()) return s;
+            if (trace_ != nullptr) trace_step();
             ++step_;
             if (status s = step_ < prog_->steps() ? post_step() : post_flush(); !s.ok()) return s;
             continue;
@@ -354,6 +362,27 @@ std::string operation::pending_summary() const {
                (open > 3 ? "; ..." : "") + stray;
     } catch (...) {
         return "(out of memory describing the pending transfers)";
+    }
+}
+
+// Records the step that has just completed and its ops (a completion without a callback, or a
+// copy, ends when it was posted or, for device copies, with the step).
+void operation::trace_step() noexcept {
+    try {
+        const std::uint64_t now = clock_ns();
+        const std::size_t first = prog_->step_offsets[step_];
+        for (std::size_t k = 0; k < ops_in_step_; ++k) {
+            const op& o = prog_->ops[first + k];
+            const op_slot& s = block_.slots[k];
+            const bool device_copy = o.kind == op_kind::copy && mem_.name() != "host";
+            const std::uint64_t done = s.done_ns != 0 ? s.done_ns : device_copy ? now : post_ns_[k];
+            trace_->op({trace_->current(), o.bytes, post_ns_[k], done, o.peer, o.step,
+                        o.kind == op_kind::send ? trace_kind::send : o.kind == op_kind::recv ? trace_kind::recv : trace_kind::copy,
+                        o.scale_out});
+        }
+        trace_->step(prog_->ops[first].step, step_start_ns_, now);
+    } catch (...) {
+        trace_ = nullptr; // out of memory: stop tracing rather than fail the call
     }
 }
 

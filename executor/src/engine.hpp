@@ -11,6 +11,7 @@
 
 #include "memory.hpp"
 #include "program.hpp"
+#include "trace.hpp"
 #include "worker.hpp"
 
 namespace fast::exec::detail {
@@ -49,6 +50,8 @@ public:
     status cancel(status reason) noexcept;
 
     [[nodiscard]] bool active() const noexcept { return phase_ == phase::steps || phase_ == phase::flush; }
+    /// Records steps and messages into `t` while it is on (its current call).
+    void set_tracer(tracer* t) noexcept { trace_ = t != nullptr && t->on() ? t : nullptr; }
     /// True after a failure that leaves the communicator unusable (a timeout, a failed peer, a
     /// cancelled request or closed endpoint).
     [[nodiscard]] bool broke_communicator() const noexcept { return broken_; }
@@ -72,6 +75,7 @@ private:
     status advance(bool& done) noexcept;
     status step_outcome() noexcept;
     status fail(errc code, const std::string& what) noexcept;
+    void trace_step() noexcept;
     status fail_aborted() noexcept;
     [[nodiscard]] std::string pending_summary() const;
 
@@ -100,6 +104,10 @@ private:
     std::vector<char> credit_taken_;
     std::size_t credits_missing_ = 0;
     std::vector<ucp_dt_iov_t> iov_;    ///< the program's segments, resolved to addresses
+    // Tracing (trace_ set): when the step started and when each of its ops was posted.
+    tracer* trace_ = nullptr;
+    std::uint64_t step_start_ns_ = 0;
+    std::vector<std::uint64_t> post_ns_;
 };
 
 } // namespace fast::exec::detail

@@ -119,6 +119,7 @@ std::string compile_program(const fast::rank_program& p, const buffer_layout& se
             op o;
             o.bytes = static_cast<std::uint64_t>(t.bytes);
             o.step = step;
+            o.scale_out = t.tier == tier::scale_out;
             o.first = static_cast<std::uint32_t>(out.segments.size());
             if (t.src == me && t.dst == me) {
                 o.kind = op_kind::copy;

@@ -36,6 +36,7 @@ struct op {
     std::int32_t peer = -1;      ///< the other rank (this rank for copies)
     std::uint32_t step = 0;      ///< the schedule's step (numbered alike on every rank)
     op_kind kind = op_kind::copy;
+    bool scale_out = false;      ///< the transfer's tier (for traces)
 };
 
 /// Tag layout (64 bits). Data (bit 63 clear): bits 55..62 the call's sequence number, bits

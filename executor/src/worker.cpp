@@ -1,6 +1,7 @@
 #include "worker.hpp"
 
 #include "program.hpp"
+#include "trace.hpp"
 
 #include <sched.h>
 
@@ -17,7 +18,10 @@ void complete(op_slot& s, ucs_status_t status) noexcept {
     s.status = status;
     s.done = true;
     s.request = nullptr;
-    if (s.block != nullptr) ++s.block->completed;
+    if (s.block != nullptr) {
+        ++s.block->completed;
+        if (s.block->trace) s.done_ns = clock_ns();
+    }
 }
 
 void on_send(void* request, ucs_status_t status, void* user) noexcept {

@@ -23,12 +23,14 @@ struct op_slot {
     ucs_status_t status = UCS_OK;
     bool done = true;
     slot_block* block = nullptr;
+    std::uint64_t done_ns = 0;   ///< when a callback completed it (traced blocks only)
 };
 
 /// The slots of one operation, with the count of completions callbacks reported.
 struct slot_block {
     std::vector<op_slot> slots;
     std::size_t completed = 0; ///< completions reported by callbacks
+    bool trace = false;        ///< callbacks stamp their completion time (done_ns)
 };
 
 struct peer_state {

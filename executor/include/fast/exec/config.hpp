@@ -3,6 +3,7 @@
 /// How a communicator runs: servers, schedule, memory kind, timeout.
 
 #include <chrono>
+#include <string>
 #include <string_view>
 
 namespace fast::exec {
@@ -66,6 +67,14 @@ struct config {
     /// message with an iov datatype (true); or the plans split blocks so that every transfer is
     /// one contiguous region on both sides (false). Device memory always splits blocks.
     bool iov = true;
+    /// Execution traces: a path prefix. Each rank records every call (its phases, steps and
+    /// messages with their times) and writes PREFIX.c<K>.rank<R>.json ("fast-trace/1", which
+    /// `fast-plan trace PREFIX.c<K>` draws beside the cost model's timeline) and
+    /// PREFIX.c<K>.rank<R>.chrome.json (Perfetto, chrome://tracing) when the communicator is
+    /// destroyed; K counts the rank's traced communicators in the process (0 for the first).
+    /// Empty: the environment variable FAST_TRACE if set, else no trace (then the recording
+    /// costs one branch per hook).
+    std::string trace;
     /// The fabric the planner plans for (fast::topology's fields; defaults: the h200 preset).
     /// Only the ratios and latencies shape the plan, so give the network's real figures: an
     /// emulated cluster with 100 Mbit/s NICs plans differently from a 400G one. Must be positive
