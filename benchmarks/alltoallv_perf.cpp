@@ -356,6 +356,7 @@ struct row {
     double size_bytes = 0; ///< average bytes a GPU sends (matrix total / R)
     double time_s = 0, min_s = 0, max_s = 0;
     double tlb_s = 0, tnic_s = 0;
+    double predicted_s = 0; ///< the cost model's time of the executor's plan at the planner's fabric (0: MPI)
     long long wrong = 0;
     std::size_t steps = 0;
     std::size_t samples = 0;
@@ -364,29 +365,43 @@ struct row {
 };
 
 void print_header() {
-    std::printf("#\n# %-28s %8s %-7s %12s %10s %10s %10s %10s %8s %8s %6s %7s\n", "workload", "matrix", "sched",
-                "size(B)", "time(ms)", "algbw(MB/s)", "T_lb(ms)", "time/T_lb", "T_nic", "t/T_nic", "steps", "#wrong");
+    std::printf("#\n# %-28s %8s %-7s %12s %10s %10s %10s %10s %8s %8s %9s %8s %6s %7s\n", "workload", "matrix", "sched",
+                "size(B)", "time(ms)", "algbw(MB/s)", "T_lb(ms)", "time/T_lb", "T_nic", "t/T_nic", "pred(ms)", "t/pred",
+                "steps", "#wrong");
 }
 
 void print_row(const row& w) {
-    std::printf("  %-28s %8s %-7s %12.0f %10.1f %10.3f %10.1f %10.2f %8.1f %8.2f %6s %7lld\n", w.workload.c_str(),
+    char pred[32] = "-", ratio[32] = "-";
+    if (w.predicted_s > 0) {
+        std::snprintf(pred, sizeof pred, "%.1f", w.predicted_s * 1e3);
+        std::snprintf(ratio, sizeof ratio, "%.2f", w.time_s / w.predicted_s);
+    }
+    std::printf("  %-28s %8s %-7s %12.0f %10.1f %10.3f %10.1f %10.2f %8.1f %8.2f %9s %8s %6s %7lld\n", w.workload.c_str(),
                 w.matrix.c_str(), w.scheduler.c_str(), w.size_bytes, w.time_s * 1e3, w.algbw_mbps(), w.tlb_s * 1e3,
-                w.tlb_s > 0 ? w.time_s / w.tlb_s : 0.0, w.tnic_s * 1e3, w.tnic_s > 0 ? w.time_s / w.tnic_s : 0.0,
-                w.steps ? std::to_string(w.steps).c_str() : "-", w.wrong);
+                w.tlb_s > 0 ? w.time_s / w.tlb_s : 0.0, w.tnic_s * 1e3, w.tnic_s > 0 ? w.time_s / w.tnic_s : 0.0, pred,
+                ratio, w.steps ? std::to_string(w.steps).c_str() : "-", w.wrong);
     std::fflush(stdout);
 }
 
 void csv_row(std::FILE* f, const row& w) {
-    std::fprintf(f, "%s,%s,%s,%.0f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.4f,%zu,%lld,%zu\n", w.workload.c_str(),
+    std::fprintf(f, "%s,%s,%s,%.0f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.4f,%zu,%lld,%zu,%.6f,%.4f\n", w.workload.c_str(),
                  w.matrix.c_str(), w.scheduler.c_str(), w.size_bytes, w.time_s * 1e3, w.min_s * 1e3, w.max_s * 1e3,
                  w.algbw_mbps(), w.tlb_s * 1e3, w.tlb_s > 0 ? w.time_s / w.tlb_s : 0.0, w.tnic_s * 1e3,
-                 w.tnic_s > 0 ? w.time_s / w.tnic_s : 0.0, w.steps, w.wrong, w.samples);
+                 w.tnic_s > 0 ? w.time_s / w.tnic_s : 0.0, w.steps, w.wrong, w.samples, w.predicted_s * 1e3,
+                 w.predicted_s > 0 ? w.time_s / w.predicted_s : 0.0);
+}
+
+// The cost model's time of the plan the executor runs for `m` with `scheduler` (seconds).
+double predicted_s(const fast::traffic_matrix& m, const fast::topology& topo, sched scheduler) {
+    fast::plan_options po;
+    po.scheduler = scheduler == sched::fast ? fast::scheduler::fast : fast::scheduler::direct;
+    return fast::predict_us(fast::make_plan(m, topo, po)) * 1e-6;
 }
 
 // A workload with several matrices also gets one summary row per scheduler: the median over its
 // matrices of the per-matrix medians (time, size, bounds and ratios alike).
 row summarise(const std::vector<row>& rows, const std::string& workload, const std::string& scheduler) {
-    std::vector<double> time, size, tlb, tnic, ratio, ratio_nic, bw;
+    std::vector<double> time, size, tlb, tnic, predicted, ratio, ratio_nic, bw;
     row s;
     s.workload = workload;
     s.scheduler = scheduler;
@@ -396,6 +411,7 @@ row summarise(const std::vector<row>& rows, const std::string& workload, const s
         size.push_back(w.size_bytes);
         tlb.push_back(w.tlb_s);
         tnic.push_back(w.tnic_s);
+        predicted.push_back(w.predicted_s);
         s.wrong += w.wrong;
         s.steps = std::max(s.steps, w.steps);
         s.samples += w.samples;
@@ -405,6 +421,7 @@ row summarise(const std::vector<row>& rows, const std::string& workload, const s
     s.size_bytes = median(size);
     s.tlb_s = median(tlb);
     s.tnic_s = median(tnic);
+    s.predicted_s = median(predicted);
     s.min_s = time.empty() ? 0 : *std::min_element(time.begin(), time.end());
     s.max_s = time.empty() ? 0 : *std::max_element(time.begin(), time.end());
     return s;
@@ -468,7 +485,8 @@ int run(const options& o, int me, int size) {
     if (me == 0) {
         std::printf("# alltoallv_perf: %d ranks = %d servers x %d GPUs, NIC %.4g Gbit/s, warm-up %d, iterations %d\n"
                     "# planner fabric: scale-up %.3g GB/s%s, scale-out %.6g GB/s, alpha_up %g us, alpha_out %g us; executor flow control: %s\n"
-                    "# time: median of the slowest rank's time per call; algbw = size / time; size = bytes per GPU\n",
+                    "# time: median of the slowest rank's time per call; algbw = size / time; size = bytes per GPU;\n"
+                    "# pred: the cost model's time of the executor's plan at the planner's fabric (t/pred: measured / predicted)\n",
                     size, topo.servers, g, o.nic_gbit, o.warmup, o.iters, up, o.scale_up_gbps ? "" : " (measured memcpy share)",
                     topo.scale_out_gbps, topo.alpha_up_us, topo.alpha_out_us, o.flow.c_str());
         print_header();
@@ -476,7 +494,7 @@ int run(const options& o, int me, int size) {
             csv = std::fopen(o.csv.c_str(), "w");
             if (!csv) die("cannot write --csv file '" + o.csv + "'");
             std::fprintf(csv, "workload,matrix,scheduler,size_bytes,time_ms,min_ms,max_ms,algbw_MBps,tlb_ms,time_over_tlb,"
-                              "tnic_ms,time_over_tnic,steps,wrong,samples\n");
+                              "tnic_ms,time_over_tnic,steps,wrong,samples,predicted_ms,time_over_predicted\n");
         }
     }
 
@@ -497,6 +515,7 @@ int run(const options& o, int me, int size) {
             w.max_s = *std::max_element(res[s].times_s.begin(), res[s].times_s.end());
             w.tlb_s = bd.tlb_s;
             w.tnic_s = bd.tnic_s;
+            if (scheds[s] != sched::mpi) w.predicted_s = predicted_s(c.m, topo, scheds[s]);
             w.wrong = res[s].wrong;
             w.steps = res[s].steps;
             w.samples = res[s].times_s.size();
