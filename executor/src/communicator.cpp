@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <string_view>
 #include <type_traits>
 
 #include <fast/error.hpp>
@@ -170,6 +171,13 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
     } else if (cfg.flow != exec::flow_control::rendezvous && cfg.flow != exec::flow_control::credits) {
         local = errc::invalid_argument;
         text = "config.flow is not a known flow control";
+    } else if (cfg.progress != exec::progress::polling && cfg.progress != exec::progress::blocking) {
+        local = errc::invalid_argument;
+        text = "config.progress is not a known progress mode";
+    } else if (const char* env = std::getenv("FAST_PROGRESS");
+               env != nullptr && std::string_view(env) != "polling" && std::string_view(env) != "blocking") {
+        local = errc::invalid_argument;
+        text = "FAST_PROGRESS must be polling or blocking, got '" + std::string(env).substr(0, 40) + "'";
     } else if (cfg.scheduler != exec::scheduler::automatic && cfg.scheduler != exec::scheduler::fast &&
                cfg.scheduler != exec::scheduler::direct) {
         local = errc::invalid_argument;
@@ -190,7 +198,9 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
         }
     }
     if (local == errc::ok) {
-        text = worker_.init(rank_, size_, memory_type, cfg.flow == exec::flow_control::credits);
+        const char* env = std::getenv("FAST_PROGRESS");
+        const bool blocking = env != nullptr ? std::string_view(env) == "blocking" : cfg.progress == exec::progress::blocking;
+        text = worker_.init(rank_, size_, memory_type, cfg.flow == exec::flow_control::credits, blocking);
         if (!text.empty()) local = text.find("does not support") != std::string::npos ? errc::unsupported : errc::transport;
     }
     if (local == errc::ok) {
@@ -413,7 +423,7 @@ status communicator_impl::exchange(control kind, std::uint64_t seq, const void* 
                         (count > 8 ? ", ..." : "");
                 break;
             }
-            if (idle) sched_yield();
+            if (idle) worker_.idle(deadline);
         }
         for (int r = 0; r < size_ && error.empty(); ++r) {
             if (r == rank_) continue;
@@ -461,7 +471,7 @@ status communicator_impl::flush() {
             mark_failed(failure);
             return failure;
         }
-        if (idle) sched_yield();
+        if (idle) worker_.idle(deadline);
     }
     if (b.slots[0].status != UCS_OK && worker_.error_events() == 0) {
         const status failure(errc::transport, "rank " + std::to_string(rank_) + ": flushing the endpoints failed: " + ucx_error(b.slots[0].status));
@@ -511,6 +521,7 @@ void communicator_impl::write_trace() noexcept {
         s.scheduler = std::string(to_string(cfg_.scheduler));
         s.flow = std::string(to_string(cfg_.flow));
         s.memory = std::string(to_string(cfg_.memory));
+        s.progress = worker_.blocking() ? "blocking" : "polling";
         s.host = host_key();
         s.scale_up_gbps = cfg_.scale_up_gbps;
         s.scale_out_gbps = cfg_.scale_out_gbps;

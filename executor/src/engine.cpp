@@ -313,7 +313,9 @@ status operation::wait() noexcept {
         if (status s = advance(done); !s.ok() || done) return s;
         if (worker_.progress() == 0) {
             if (clock::now() > deadline_) return fail(errc::timeout, "timeout: " + pending_summary());
-            sched_yield(); // two cores, many ranks: let the peers run
+            // Device copies complete outside UCX: no event wakes a blocked worker for them.
+            if (copies_pending_ && mem_.name() != "host") sched_yield();
+            else worker_.idle(deadline_);
         } else if (clock::now() > deadline_) {
             return fail(errc::timeout, "timeout: " + pending_summary());
         }

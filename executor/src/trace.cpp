@@ -62,12 +62,14 @@ std::string tracer::write_own(const trace_setup& s, const std::string& path) con
     std::FILE* out = f.get();
     std::fprintf(out,
                  "{\"format\": \"fast-trace/1\", \"rank\": %d, \"size\": %d, \"servers\": %d, \"gpus_per_server\": %d,\n"
-                 " \"host\": %s, \"scheduler\": %s, \"flow\": %s, \"memory\": %s, \"split_blocks_when_needed\": %s,\n"
+                 " \"host\": %s, \"scheduler\": %s, \"flow\": %s, \"memory\": %s, \"progress\": %s, "
+                 "\"split_blocks_when_needed\": %s,\n"
                  " \"fabric\": {\"scale_up_gbps\": %.17g, \"scale_out_gbps\": %.17g, \"alpha_up_us\": %.17g, "
                  "\"alpha_out_us\": %.17g},\n"
                  " \"clock\": \"steady_clock nanoseconds\", \"dropped_ops\": %zu,\n \"calls\": [",
                  s.rank, s.size, s.servers, s.gpus_per_server, quoted(s.host).c_str(), quoted(s.scheduler).c_str(),
-                 quoted(s.flow).c_str(), quoted(s.memory).c_str(), s.split_blocks_when_needed ? "true" : "false",
+                 quoted(s.flow).c_str(), quoted(s.memory).c_str(), quoted(s.progress).c_str(),
+                 s.split_blocks_when_needed ? "true" : "false",
                  s.scale_up_gbps, s.scale_out_gbps, s.alpha_up_us, s.alpha_out_us, dropped_);
     std::size_t step = 0;
     std::size_t op = 0;

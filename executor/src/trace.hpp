@@ -67,7 +67,7 @@ struct trace_setup {
     int size = 0;
     int servers = 0;
     int gpus_per_server = 0;
-    std::string scheduler, flow, memory, host;
+    std::string scheduler, flow, memory, progress, host;
     double scale_up_gbps = 0, scale_out_gbps = 0, alpha_up_us = 0, alpha_out_us = 0;
     bool split_blocks_when_needed = false;
 };

@@ -3,6 +3,7 @@
 #include "program.hpp"
 #include "trace.hpp"
 
+#include <poll.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -61,7 +62,19 @@ void prepare(op_slot& s) noexcept {
 
 } // namespace
 
-std::string worker::init(int rank, int size, ucs_memory_type_t memory_type, bool eager) {
+void worker::idle(std::chrono::steady_clock::time_point deadline) noexcept {
+    if (event_fd_ < 0) {
+        sched_yield(); // two cores, many ranks: let the peers run
+        return;
+    }
+    // Arm first: UCS_ERR_BUSY means events arrived since the last progress (progress again).
+    if (ucp_worker_arm(worker_) != UCS_OK) return;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd fd{event_fd_, POLLIN, 0};
+    (void)poll(&fd, 1, static_cast<int>(std::clamp<long long>(left.count(), 0, 10)));
+}
+
+std::string worker::init(int rank, int size, ucs_memory_type_t memory_type, bool eager, bool blocking) {
     rank_ = rank;
     memory_type_ = memory_type;
     ucp_config_t* config = nullptr;
@@ -89,7 +102,7 @@ std::string worker::init(int rank, int size, ucs_memory_type_t memory_type, bool
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                         UCP_PARAM_FIELD_ESTIMATED_NUM_EPS | UCP_PARAM_FIELD_NAME;
-    params.features = UCP_FEATURE_TAG;
+    params.features = UCP_FEATURE_TAG | (blocking ? UCP_FEATURE_WAKEUP : 0);
     params.mt_workers_shared = 0;
     params.estimated_num_eps = static_cast<std::size_t>(size);
     params.name = "fast-executor";
@@ -122,6 +135,11 @@ std::string worker::init(int rank, int size, ucs_memory_type_t memory_type, bool
     if (s != UCS_OK) {
         worker_ = nullptr;
         return "ucp_worker_create failed: " + ucx_error(s);
+    }
+    event_fd_ = -1;
+    if (blocking && (s = ucp_worker_get_efd(worker_, &event_fd_)) != UCS_OK) {
+        event_fd_ = -1;
+        return "ucp_worker_get_efd failed (blocking progress): " + ucx_error(s);
     }
     // close() is noexcept, so its slots are allocated here, before the peers it closes.
     closing_.assign(static_cast<std::size_t>(size), op_slot{});

@@ -54,7 +54,10 @@ public:
     /// keeps UCX's thresholds, so its large messages still go by rendezvous. CUDA memory on UCX
     /// before 1.16 gets UCX's new protocols unless UCX_PROTO_ENABLE is set (worker.cpp).
     /// Returns "" or what failed.
-    [[nodiscard]] std::string init(int rank, int size, ucs_memory_type_t memory_type, bool eager);
+    /// `blocking`: the worker can sleep on UCX's event file descriptor (idle()) instead of
+    /// yielding the processor.
+    [[nodiscard]] std::string init(int rank, int size, ucs_memory_type_t memory_type, bool eager,
+                                   bool blocking = false);
     [[nodiscard]] std::string address(std::vector<unsigned char>& out);
     /// Closes the endpoints (bounded), destroys the worker and the context; idempotent. Before
     /// the buffers that UCX may still write to (scratch) are released.
@@ -69,6 +72,12 @@ public:
                                       const std::vector<char>& same_host);
 
     [[nodiscard]] unsigned progress() noexcept { return ucp_worker_progress(worker_); }
+    /// After a progress() that did nothing: lets other work run until something may have
+    /// happened. Polling workers yield the processor (sched_yield); blocking ones arm the worker
+    /// and sleep on its event file descriptor until an event, `deadline`, or at most 10 ms
+    /// (a bound against a missed wake-up).
+    void idle(std::chrono::steady_clock::time_point deadline) noexcept;
+    [[nodiscard]] bool blocking() const noexcept { return event_fd_ >= 0; }
     [[nodiscard]] peer_state& peer(int r) noexcept { return peers_[static_cast<std::size_t>(r)]; }
     [[nodiscard]] ucs_memory_type_t memory_type() const noexcept { return memory_type_; }
     /// How many endpoint errors were reported so far (to notice new ones cheaply).
@@ -144,6 +153,7 @@ private:
     std::vector<op_slot> closing_; ///< close()'s slots, one per peer, allocated by init()
     std::size_t error_events_ = 0;
     bool use_memh_ = false;         ///< whether scratch is registered (map_scratch)
+    int event_fd_ = -1;             ///< blocking progress: the worker's event file descriptor
     ucp_mem_h scratch_memh_ = nullptr;
     const char* scratch_base_ = nullptr;
     std::size_t scratch_bytes_ = 0;

@@ -296,6 +296,27 @@ TEST_CASE("status") {
     CHECK(to_string(errc::count_mismatch) == "count_mismatch");
 }
 
+TEST_CASE("blocking progress: chosen by config or FAST_PROGRESS, a bad value named") {
+    config cfg;
+    cfg.timeout = std::chrono::milliseconds(10000);
+    cfg.progress = progress::blocking;
+    communicator comm;
+    REQUIRE(create(single_rank(), cfg, comm).ok());
+    fast::traffic_matrix m(1, 1);
+    m(0, 0) = 5000;
+    rank_buffers b = make_buffers(m, 0, false, 4);
+    REQUIRE(comm.alltoallv(b.send_data.data(), b.send.counts, b.send.displs, b.recv_data.data(), b.recv.counts,
+                           b.recv.displs)
+                .ok());
+    CHECK(check_recv(m, 0, b.recv, b.recv_data) == "");
+    ::setenv("FAST_PROGRESS", "sometimes", 1);
+    communicator bad;
+    const status s = create(single_rank(), config{}, bad);
+    ::unsetenv("FAST_PROGRESS");
+    CHECK(s.code() == errc::invalid_argument);
+    CHECK(std::string(s.message()).find("FAST_PROGRESS must be polling or blocking, got 'sometimes'") != std::string::npos);
+}
+
 TEST_CASE("a one-rank communicator copies, checks its arguments and stays usable") {
     config cfg;
     cfg.timeout = std::chrono::milliseconds(10000);

@@ -31,6 +31,18 @@ enum class flow_control {
     credits,
 };
 
+/// What a rank does while it waits for the network.
+enum class progress {
+    /// Polls UCX, yielding the processor when nothing happened (lowest latency; the rank keeps
+    /// its core busy).
+    polling,
+    /// Polls UCX, and when nothing happened sleeps on UCX's event file descriptor (armed with
+    /// ucp_worker_arm) until an event or the wait's deadline, at most 10 ms at a time: cores
+    /// stay free for other work (the kernel's TCP stack, the application), at the price of a
+    /// wake-up per event. Device copies are polled.
+    blocking,
+};
+
 /// Where the user's buffers (and the executor's scratch) live.
 enum class memory {
     host, ///< ordinary host memory
@@ -44,6 +56,10 @@ enum class memory {
 
 [[nodiscard]] constexpr std::string_view to_string(flow_control f) noexcept {
     return f == flow_control::rendezvous ? "rendezvous" : "credits";
+}
+
+[[nodiscard]] constexpr std::string_view to_string(progress p) noexcept {
+    return p == progress::polling ? "polling" : "blocking";
 }
 
 [[nodiscard]] constexpr std::string_view to_string(memory m) noexcept {
@@ -60,6 +76,9 @@ struct config {
     exec::scheduler scheduler = exec::scheduler::automatic;
     exec::memory memory = exec::memory::host;
     exec::flow_control flow = exec::flow_control::rendezvous;
+    /// Polling or blocking waits (FAST_PROGRESS=blocking overrides polling); may differ between
+    /// ranks.
+    exec::progress progress = exec::progress::polling;
     /// Bound of every wait: each step's transfers, the end-of-call flush, cancellation, and (with
     /// <fast/exec/mpi.hpp>) each allgather. Must be positive.
     std::chrono::milliseconds timeout{60'000};
