@@ -239,7 +239,7 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
         options.split_blocks = true;
         split_planner_ = std::make_unique<fast::planner>(topo_, options);
     }
-    op_ = std::make_unique<operation>(worker_, *memory_, cfg_.timeout, rank_, credits());
+    operation_ = std::make_unique<operation>(worker_, *memory_, cfg_.timeout, rank_, credits());
     const auto ur = static_cast<std::size_t>(size_);
     sendcounts_of_.resize(ur * ur);
     return {};
@@ -533,7 +533,7 @@ status communicator_impl::flush() {
 }
 
 communicator_impl::~communicator_impl() {
-    op_.reset();
+    operation_.reset();
     // The worker first: closing it progresses UCX, and a receive abandoned after a failure may
     // still write into scratch (or use the device stream) until the worker is gone.
     worker_.close();
@@ -835,9 +835,9 @@ status communicator_impl::alltoallv(const call_args& a) {
     std::uint64_t seq = 0;
     status s = prepare(call_kind::alltoallv, a, seq);
     if (s.ok()) {
-        s = op_->start(program_, {a.send, a.recv, scratch_}, seq); // ends with a flush
-        if (s.ok()) s = op_->wait();
-        if (op_->broke_communicator()) mark_failed(s);
+        s = operation_->start(program_, {a.send, a.recv, scratch_}, seq); // ends with a flush
+        if (s.ok()) s = operation_->wait();
+        if (operation_->broke_communicator()) mark_failed(s);
     } else if (failed_.ok()) {
         if (status f = flush(); !f.ok()) s = f; // the exchanges' messages must be out too
     }
@@ -866,11 +866,11 @@ status communicator_impl::init(const call_args& a, program& out) {
 // --- persistent requests -------------------------------------------------------------------------
 
 request_impl::~request_impl() {
-    if (active && op) {
+    if (active && execution) {
         // Tell the peers first: cancelling closes the endpoints of exactly those that wait on
         // this rank, and no abort goes over a closed endpoint.
         comm->mark_failed(status(errc::comm_failed, "a persistent request was destroyed while active"));
-        (void)op->cancel(status(errc::internal, "the request was destroyed while active"));
+        (void)execution->cancel(status(errc::internal, "the request was destroyed while active"));
         comm->set_busy(false);
     }
 }
@@ -878,7 +878,7 @@ request_impl::~request_impl() {
 status request_impl::start() {
     if (active) return status(errc::busy, "rank " + std::to_string(comm->rank()) + ": the request is already active");
     if (status s = comm->check_usable("start"); !s.ok()) return s;
-    if (comm->scratch_capacity() < prog.scratch_bytes) {
+    if (comm->scratch_capacity() < compiled.scratch_bytes) {
         // The peers start and wait for this rank: tell them.
         const status failure(errc::internal, "rank " + std::to_string(comm->rank()) + ": scratch smaller than the request's plan needs");
         comm->mark_failed(failure);
@@ -887,7 +887,7 @@ status request_impl::start() {
     const std::uint64_t seq = comm->next_seq();
     comm->set_busy(true);
     active = true;
-    status s = op->start(prog, {send, recv, comm->scratch()}, seq);
+    status s = execution->start(compiled, {send, recv, comm->scratch()}, seq);
     if (!s.ok()) return finish(s);
     return {};
 }
@@ -895,7 +895,7 @@ status request_impl::start() {
 status request_impl::finish(status s) {
     active = false;
     comm->set_busy(false);
-    if (op->broke_communicator()) comm->mark_failed(s);
+    if (execution->broke_communicator()) comm->mark_failed(s);
     ++(s.ok() ? comm->stats().operations : comm->stats().failures);
     return s;
 }
@@ -905,7 +905,7 @@ status request_impl::test(bool& done) {
         done = true;
         return {};
     }
-    status s = op->test(done);
+    status s = execution->test(done);
     if (!s.ok() || done) {
         done = true;
         return finish(s);
@@ -915,7 +915,7 @@ status request_impl::test(bool& done) {
 
 status request_impl::wait() {
     if (!active) return {};
-    return finish(op->wait());
+    return finish(execution->wait());
 }
 
 } // namespace detail
@@ -988,9 +988,9 @@ status communicator::alltoallv_init(const void* send, std::span<const std::size_
         // Everything this rank allocates comes before init, which agrees with the peers: after it,
         // running out of memory would leave them a request this rank does not have.
         auto r = std::make_unique<detail::request_impl>();
-        r->op = std::make_unique<detail::operation>(impl_->transport(), impl_->memory(), impl_->timeout(), impl_->rank(),
+        r->execution = std::make_unique<detail::operation>(impl_->transport(), impl_->memory(), impl_->timeout(), impl_->rank(),
                                                     impl_->credits());
-        if (status s = impl_->init({send, sendcounts, sdispls, recv, recvcounts, rdispls}, r->prog); !s.ok()) return s;
+        if (status s = impl_->init({send, sendcounts, sdispls, recv, recvcounts, rdispls}, r->compiled); !s.ok()) return s;
         r->comm = impl_;
         r->send = send;
         r->recv = recv;

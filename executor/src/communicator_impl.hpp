@@ -107,7 +107,7 @@ private:
     std::unique_ptr<memory_backend> memory_;
     std::unique_ptr<fast::planner> planner_;
     std::unique_ptr<fast::planner> split_planner_; ///< with split blocks (single-segment messages)
-    std::unique_ptr<operation> op_;
+    std::unique_ptr<operation> operation_; ///< runs this communicator's blocking calls
 
     // This rank's part of the plan of the last matrix (cache), and whether it splits blocks.
     bool have_plan_ = false;
@@ -138,10 +138,10 @@ private:
 class request_impl {
 public:
     std::shared_ptr<communicator_impl> comm;
-    program prog;
+    program compiled; ///< this rank's program for the request's counts and displacements
     const void* send = nullptr;
     void* recv = nullptr;
-    std::unique_ptr<operation> op;
+    std::unique_ptr<operation> execution; ///< carries the program out, once per start
     bool active = false;
 
     ~request_impl();
