@@ -92,10 +92,11 @@ inline std::string time_label(double us, double step) {
     return buf;
 }
 
-constexpr const char* port_colour[4] = {"#1f5fa8", "#5fa2dd", "#c8541a", "#f0a35e"};
-constexpr const char* port_name[4] = {"scale-out send", "scale-out receive", "scale-up send", "scale-up receive"};
+constexpr std::size_t ports = fast::detail::ports_per_rank;
+constexpr const char* port_colour[ports] = {"#1f5fa8", "#5fa2dd", "#c8541a", "#f0a35e"};
+constexpr const char* port_name[ports] = {"scale-out send", "scale-out receive", "scale-up send", "scale-up receive"};
 // Row heights within a lane, as shares of its drawable height.
-constexpr double row_share[4] = {0.3, 0.3, 0.2, 0.2};
+constexpr double row_share[ports] = {0.3, 0.3, 0.2, 0.2};
 
 // The rank whose scale-out batches carry the most bytes (send and receive): its scale-out steps
 // are the stages of the plan.
@@ -177,7 +178,7 @@ inline void put_header(std::string& svg, const timeline_layout& l, const timelin
 inline void put_legend(std::string& svg, const timeline_layout& l) {
     double x = l.left;
     const double y = 58;
-    for (int q = 0; q < 4; ++q) {
+    for (int q = 0; q < static_cast<int>(ports); ++q) {
         put(svg, "<rect x=\"%.1f\" y=\"%.1f\" width=\"16\" height=\"10\" fill=\"%s\"/>", x, y, port_colour[q]);
         put(svg, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">%s</text>\n", x + 20, y + 9, port_name[q]);
         x += 20 + 7.0 * static_cast<double>(std::string(port_name[q]).size()) + 14;
@@ -267,10 +268,10 @@ inline void put_server_lanes(std::string& svg, const timeline_layout& l, const f
                              std::size_t index) {
     const auto px = static_cast<std::size_t>(std::ceil(l.plot_width));
     const auto servers = static_cast<std::size_t>(l.topo.servers);
-    std::vector<double> busy(servers * 4 * px, 0.0);
+    std::vector<double> busy(servers * ports * px, 0.0);
     for (const fast::port_batch& b : pr.batches) {
         double* row = busy.data() +
-                      (static_cast<std::size_t>(l.topo.server_of(b.rank)) * 4 + static_cast<std::size_t>(b.port)) * px;
+                      (static_cast<std::size_t>(l.topo.server_of(b.rank)) * ports + static_cast<std::size_t>(b.port)) * px;
         const double x0 = b.start_us * l.scale;
         const double x1 = std::max(x0 + 0.25, b.end_us * l.scale); // a short batch still shows
         for (auto c = static_cast<std::size_t>(std::max(0.0, std::floor(x0))); c < px && static_cast<double>(c) < x1; ++c)
@@ -278,8 +279,8 @@ inline void put_server_lanes(std::string& svg, const timeline_layout& l, const f
     }
     for (int s = 0; s < l.topo.servers; ++s) {
         put(svg, "<g class=\"lane\" data-server=\"%d\">", s);
-        for (int q = 0; q < 4; ++q) {
-            const double* row = busy.data() + (static_cast<std::size_t>(s) * 4 + static_cast<std::size_t>(q)) * px;
+        for (int q = 0; q < static_cast<int>(ports); ++q) {
+            const double* row = busy.data() + (static_cast<std::size_t>(s) * ports + static_cast<std::size_t>(q)) * px;
             auto level = [&](std::size_t c) {
                 const double share = std::min(1.0, row[c] / l.topo.gpus_per_server);
                 return share <= 0 ? 0 : std::max(1, static_cast<int>(std::lround(share * 8)));

@@ -127,10 +127,10 @@ inline constexpr std::size_t ports_per_rank = 4;
         }
         for (const transfer& t : transfers) {
             const double end = std::max(batch_end[send_port(t)], batch_end[recv_port(t)]);
-            auto& fs = finish[static_cast<std::size_t>(t.src)];
-            auto& fd = finish[static_cast<std::size_t>(t.dst)];
-            fs = std::max(fs, end);
-            fd = std::max(fd, end);
+            auto& sender = finish[static_cast<std::size_t>(t.src)];
+            auto& receiver = finish[static_cast<std::size_t>(t.dst)];
+            sender = std::max(sender, end);
+            receiver = std::max(receiver, end);
         }
         for (const std::size_t rank : touched_ranks) start[rank] = finish[rank];
     }

@@ -55,15 +55,15 @@ struct plan_document {
 inline void write_plan_json(std::ostream& out, const plan& p, const traffic_matrix& m,
                             const plan_summary& summary) {
     using nlohmann::json;
-    const topology& t = p.topology;
-    json head;
-    head["servers"] = t.servers;
-    head["gpus_per_server"] = t.gpus_per_server;
-    head["scale_up_gbps"] = t.scale_up_gbps;
-    head["scale_out_gbps"] = t.scale_out_gbps;
-    head["alpha_up_us"] = t.alpha_up_us;
-    head["alpha_out_us"] = t.alpha_out_us;
-    out << "{\"format\": " << json(plan_format).dump() << ",\n \"topology\": " << head.dump()
+    const topology& topo = p.topology;
+    json topology_json;
+    topology_json["servers"] = topo.servers;
+    topology_json["gpus_per_server"] = topo.gpus_per_server;
+    topology_json["scale_up_gbps"] = topo.scale_up_gbps;
+    topology_json["scale_out_gbps"] = topo.scale_out_gbps;
+    topology_json["alpha_up_us"] = topo.alpha_up_us;
+    topology_json["alpha_out_us"] = topo.alpha_out_us;
+    out << "{\"format\": " << json(plan_format).dump() << ",\n \"topology\": " << topology_json.dump()
         << ",\n \"scheduler\": " << json(p.scheduler).dump()
         << ",\n \"one_to_one_scale_out\": " << (p.one_to_one_scale_out ? "true" : "false")
         << ",\n \"matrix\": [";
@@ -76,23 +76,23 @@ inline void write_plan_json(std::ostream& out, const plan& p, const traffic_matr
     for (std::size_t k = 0; k < p.steps(); ++k) {
         out << (k ? ",\n  " : "\n  ") << "{\"transfers\": [";
         bool first = true;
-        for (const transfer& x : p.step(k)) {
-            out << (first ? "\n    " : ",\n    ") << "{\"src\": " << x.src << ", \"dst\": " << x.dst
-                << ", \"bytes\": " << x.bytes << ", \"tier\": \"" << to_string(x.tier)
-                << "\", \"src_buffer\": \"" << to_string(x.src_buffer) << "\", \"src_offset\": "
-                << x.src_offset << ", \"dst_buffer\": \"" << to_string(x.dst_buffer)
-                << "\", \"dst_offset\": " << x.dst_offset << '}';
+        for (const transfer& t : p.step(k)) {
+            out << (first ? "\n    " : ",\n    ") << "{\"src\": " << t.src << ", \"dst\": " << t.dst
+                << ", \"bytes\": " << t.bytes << ", \"tier\": \"" << to_string(t.tier)
+                << "\", \"src_buffer\": \"" << to_string(t.src_buffer) << "\", \"src_offset\": "
+                << t.src_offset << ", \"dst_buffer\": \"" << to_string(t.dst_buffer)
+                << "\", \"dst_offset\": " << t.dst_offset << '}';
             first = false;
         }
         out << "]}";
     }
-    json s;
-    s["stages"] = summary.stages;
-    s["steps"] = summary.steps;
-    s["planning_time_us"] = summary.planning_time_us;
-    s["predicted_time_us"] = summary.predicted_time_us;
-    s["lower_bound_us"] = summary.lower_bound_us;
-    out << "],\n \"summary\": " << s.dump() << "\n}\n";
+    json summary_json;
+    summary_json["stages"] = summary.stages;
+    summary_json["steps"] = summary.steps;
+    summary_json["planning_time_us"] = summary.planning_time_us;
+    summary_json["predicted_time_us"] = summary.predicted_time_us;
+    summary_json["lower_bound_us"] = summary.lower_bound_us;
+    out << "],\n \"summary\": " << summary_json.dump() << "\n}\n";
 }
 
 namespace detail {
