@@ -56,13 +56,9 @@ inline void write_plan_json(std::ostream& out, const plan& p, const traffic_matr
                             const plan_summary& summary) {
     using nlohmann::json;
     const topology& topo = p.topology;
-    json topology_json;
-    topology_json["servers"] = topo.servers;
-    topology_json["gpus_per_server"] = topo.gpus_per_server;
-    topology_json["scale_up_gbps"] = topo.scale_up_gbps;
-    topology_json["scale_out_gbps"] = topo.scale_out_gbps;
-    topology_json["alpha_up_us"] = topo.alpha_up_us;
-    topology_json["alpha_out_us"] = topo.alpha_out_us;
+    const json topology_json = {{"servers", topo.servers},           {"gpus_per_server", topo.gpus_per_server},
+                                {"scale_up_gbps", topo.scale_up_gbps}, {"scale_out_gbps", topo.scale_out_gbps},
+                                {"alpha_up_us", topo.alpha_up_us},     {"alpha_out_us", topo.alpha_out_us}};
     out << "{\"format\": " << json(plan_format).dump() << ",\n \"topology\": " << topology_json.dump()
         << ",\n \"scheduler\": " << json(p.scheduler).dump()
         << ",\n \"one_to_one_scale_out\": " << (p.one_to_one_scale_out ? "true" : "false")
@@ -86,12 +82,11 @@ inline void write_plan_json(std::ostream& out, const plan& p, const traffic_matr
         }
         out << "]}";
     }
-    json summary_json;
-    summary_json["stages"] = summary.stages;
-    summary_json["steps"] = summary.steps;
-    summary_json["planning_time_us"] = summary.planning_time_us;
-    summary_json["predicted_time_us"] = summary.predicted_time_us;
-    summary_json["lower_bound_us"] = summary.lower_bound_us;
+    const json summary_json = {{"stages", summary.stages},
+                               {"steps", summary.steps},
+                               {"planning_time_us", summary.planning_time_us},
+                               {"predicted_time_us", summary.predicted_time_us},
+                               {"lower_bound_us", summary.lower_bound_us}};
     out << "],\n \"summary\": " << summary_json.dump() << "\n}\n";
 }
 
