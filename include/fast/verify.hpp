@@ -316,20 +316,20 @@ private:
         const transfer& t = plan_.transfers[i];
         scale_out_peer& sender = out_peers_[static_cast<std::size_t>(t.src)];
         scale_out_peer& receiver = in_peers_[static_cast<std::size_t>(t.dst)];
-        if (sender.step == step && sender.rank != t.dst) {
+        // `rank` had `earlier` as its peer in this step and now has `peer`.
+        auto second_peer = [&](const scale_out_peer& earlier, int rank, int peer, violation_kind kind,
+                               const char* does) -> std::optional<violation> {
+            if (earlier.step != step || earlier.rank == peer) return {};
             out_.one_to_one_scale_out = false;
-            if (plan_.one_to_one_scale_out)
-                return fail(violation_kind::fan_out, step, i, t.src, 0,
-                            "rank " + std::to_string(t.src) + " sends over scale-out to ranks " +
-                                std::to_string(sender.rank) + " and " + std::to_string(t.dst) + " in one step");
-        }
-        if (receiver.step == step && receiver.rank != t.src) {
-            out_.one_to_one_scale_out = false;
-            if (plan_.one_to_one_scale_out)
-                return fail(violation_kind::incast, step, i, t.dst, 0,
-                            "rank " + std::to_string(t.dst) + " receives over scale-out from ranks " +
-                                std::to_string(receiver.rank) + " and " + std::to_string(t.src) + " in one step");
-        }
+            if (!plan_.one_to_one_scale_out) return {};
+            return fail(kind, step, i, rank, 0,
+                        "rank " + std::to_string(rank) + does + std::to_string(earlier.rank) + " and " +
+                            std::to_string(peer) + " in one step");
+        };
+        if (auto v = second_peer(sender, t.src, t.dst, violation_kind::fan_out, " sends over scale-out to ranks "))
+            return v;
+        if (auto v = second_peer(receiver, t.dst, t.src, violation_kind::incast, " receives over scale-out from ranks "))
+            return v;
         sender = {step, t.dst};
         receiver = {step, t.src};
         return {};
