@@ -8,7 +8,10 @@
 
 #include <fast/fast.hpp>
 
+#include <unistd.h>
+
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -28,6 +31,22 @@ struct cluster_options {
     std::optional<double> alpha_up_us;
     std::optional<double> alpha_out_us;
 };
+
+/// A check that a number lies in [min, max], or (min, max] with `open_min`; its message states
+/// the interval ("must be in (0, 1e+06], got 0"), in a few digits (CLI11's own ranges print
+/// doubles in full: 300 digits for the largest).
+inline CLI::Validator in_interval(double min, double max, bool open_min = false) {
+    const std::string interval = (open_min ? "(" : "[") + fast::detail::format_number(min) + ", " +
+                                 fast::detail::format_number(max) + "]";
+    return CLI::Validator(
+        [=](std::string& text) {
+            double v = 0;
+            if (!CLI::detail::lexical_cast(text, v)) return std::string(); // the conversion names it
+            const bool inside = (open_min ? v > min : v >= min) && v <= max;
+            return inside ? std::string() : "must be in " + interval + ", got " + fast::detail::quote_input(text);
+        },
+        interval);
+}
 
 /// CLI11 reads "-1" into an unsigned option as 2^64 - 1 (and size_t counts alike): such options
 /// take this check, which rejects a sign before the value is converted.
@@ -60,7 +79,55 @@ inline void add_cluster_options(CLI::App& app, cluster_options& o) {
     return fast::detail::parse_entry(text, 1, [&] { return std::string(option); });
 }
 
-/// The preset with the overrides, validated.
+[[nodiscard]] inline std::int64_t bytes_per_gpu_of(const cluster_options& o) {
+    return parse_bytes(o.bytes_per_gpu, "--bytes-per-gpu");
+}
+
+/// "1.5 GiB": bytes for people.
+[[nodiscard]] inline std::string human_bytes(double b) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int u = 0;
+    while (b >= 1024 && u < 5) {
+        b /= 1024;
+        ++u;
+    }
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f %s", b, units[u]);
+    return text;
+}
+
+/// "h200: scale-up 450 GB/s, scale-out 50 GB/s, alpha 3/10 us": where the figures of `t` come
+/// from (a preset, a plan file) and what they are, for the first line of a tool's table.
+[[nodiscard]] inline std::string fabric_text(const std::string& source, const fast::topology& t) {
+    char text[256];
+    std::snprintf(text, sizeof text, "%s: scale-up %g GB/s, scale-out %g GB/s, alpha %g/%g us", source.c_str(),
+                  t.scale_up_gbps, t.scale_out_gbps, t.alpha_up_us, t.alpha_out_us);
+    return text;
+}
+
+/// What an R x R traffic matrix of `ranks` takes, for messages: "the 160000 x 160000 traffic
+/// matrix alone takes 190.7 GiB".
+[[nodiscard]] inline std::string matrix_size_text(int ranks) {
+    const double bytes = static_cast<double>(ranks) * static_cast<double>(ranks) * sizeof(std::int64_t);
+    return "the " + std::to_string(ranks) + " x " + std::to_string(ranks) + " traffic matrix alone takes " +
+           human_bytes(bytes);
+}
+
+/// Throws fast::invalid_argument, naming the sizes, when the traffic matrix of `t` alone needs
+/// more than this machine's memory (else it would end in std::bad_alloc, or the OOM killer).
+inline void check_matrix_fits(const fast::topology& t) {
+    const long pages = sysconf(_SC_PHYS_PAGES);
+    const long page_size = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page_size <= 0) return; // unknown: try
+    const double memory = static_cast<double>(pages) * static_cast<double>(page_size);
+    const double ranks = static_cast<double>(t.ranks());
+    if (ranks * ranks * sizeof(std::int64_t) > memory)
+        throw fast::invalid_argument(std::to_string(t.servers) + " servers x " + std::to_string(t.gpus_per_server) +
+                                     " GPUs: " + matrix_size_text(t.ranks()) + ", more than this machine's " +
+                                     human_bytes(memory) + " of memory");
+}
+
+/// The preset with the overrides, validated; its traffic matrix fits in memory.
 [[nodiscard]] inline fast::topology topology_of(const cluster_options& o) {
     fast::topology t = fast::make_topology(o.servers, o.gpus, fast::parse_preset(o.preset));
     if (o.scale_up_gbps) t.scale_up_gbps = *o.scale_up_gbps;
@@ -68,11 +135,8 @@ inline void add_cluster_options(CLI::App& app, cluster_options& o) {
     if (o.alpha_up_us) t.alpha_up_us = *o.alpha_up_us;
     if (o.alpha_out_us) t.alpha_out_us = *o.alpha_out_us;
     fast::validate(t);
+    check_matrix_fits(t);
     return t;
-}
-
-[[nodiscard]] inline std::int64_t bytes_per_gpu_of(const cluster_options& o) {
-    return parse_bytes(o.bytes_per_gpu, "--bytes-per-gpu");
 }
 
 /// `path` opened for writing, or a closed stream when it is empty. The tools open their output

@@ -17,6 +17,7 @@
 #include <fast/plan_json.hpp>
 
 #include "cluster_options.hpp"
+#include "plan_file.hpp"
 #include "timeline_svg.hpp"
 #include "trace_tool.hpp"
 
@@ -24,9 +25,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -94,23 +97,20 @@ private:
     clock::time_point last_{};
 };
 
-std::string human_bytes(double b) {
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (b >= 1024 && u < 4) {
-        b /= 1024;
-        ++u;
-    }
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.1f %s", b, units[u]);
-    return buf;
-}
-
 // One row of the table: a scheduler (and policy) to run.
 struct variant {
     std::string label;
     fast::plan_options options;
 };
+
+// "fast (rail-packed)" for FAST, the scheduler's name for the others.
+std::string label_of(fast::scheduler s, fast::policy p) {
+    std::string label(fast::to_string(s));
+    if (s == fast::scheduler::fast) label += " (" + std::string(fast::to_string(p)) + ")";
+    return label;
+}
+
+variant variant_of(const fast::plan_options& x) { return {label_of(x.scheduler, x.policy), x}; }
 
 std::vector<variant> variants_of(const options& o) {
     fast::plan_options base;
@@ -136,29 +136,23 @@ std::vector<variant> variants_of(const options& o) {
             } else {
                 x.scheduler = fast::parse_scheduler(name);
             }
-            std::string label(fast::to_string(x.scheduler));
-            if (x.scheduler == fast::scheduler::fast) label += " (" + std::string(fast::to_string(x.policy)) + ")";
-            out.push_back({label, x});
+            out.push_back(variant_of(x));
         }
         return out;
     }
-    if (!o.compare) {
-        std::string label(fast::to_string(base.scheduler));
-        if (base.scheduler == fast::scheduler::fast) label += " (" + std::string(fast::to_string(base.policy)) + ")";
-        return {{label, base}};
-    }
+    if (!o.compare) return {variant_of(base)};
     // --compare: every scheduler (the automatic choice is one of them).
     std::vector<variant> out;
     for (const fast::policy p : {fast::policy::rail_packed, fast::policy::bottleneck, fast::policy::exact}) {
         fast::plan_options x = base;
         x.scheduler = fast::scheduler::fast;
         x.policy = p;
-        out.push_back({"fast (" + std::string(fast::to_string(p)) + ")", x});
+        out.push_back(variant_of(x));
     }
     for (const fast::scheduler s : {fast::scheduler::fast_unbalanced, fast::scheduler::spreadout, fast::scheduler::direct}) {
         fast::plan_options x = base;
         x.scheduler = s;
-        out.push_back({std::string(fast::to_string(s)), x});
+        out.push_back(variant_of(x));
     }
     return out;
 }
@@ -237,6 +231,12 @@ fast_plan::lane_mode parse_lanes(const std::string& s) {
     throw fast::invalid_argument("unknown --svg-lanes '" + s + "' (expected auto, rank or server)");
 }
 
+// The first line of every table.
+void print_cluster(const options& o, const fast::topology& topo) {
+    std::printf("fast-plan: %d servers x %d GPUs (%s)\n", topo.servers, topo.gpus_per_server,
+                fast_tools::fabric_text(o.preset, topo).c_str());
+}
+
 // --all: every matrix of a file, one summary line per scheduler (ratios mean, p95, max).
 int run_all(const options& o, const fast::topology& topo, const fast::workload_spec& spec, std::int64_t unit) {
     progress bar;
@@ -244,9 +244,7 @@ int run_all(const options& o, const fast::topology& topo, const fast::workload_s
     const std::vector<fast::traffic_matrix> all = fast::read_matrices_file(spec.path, topo.ranks(), unit);
     if (all.empty()) throw fast::invalid_argument("'" + spec.path + "' holds no matrix");
     const std::vector<variant> variants = variants_of(o);
-    std::printf("fast-plan: %d servers x %d GPUs (%s: scale-up %g GB/s, scale-out %g GB/s, alpha %g/%g us)\n",
-                topo.servers, topo.gpus_per_server, o.preset.c_str(), topo.scale_up_gbps, topo.scale_out_gbps,
-                topo.alpha_up_us, topo.alpha_out_us);
+    print_cluster(o, topo);
     std::printf("workload %s: all %zu matrices (x %s bytes per unit); planning time: median over matrices of "
                 "the median of --repeat %d\n\n",
                 o.workload.c_str(), all.size(), o.unit_bytes.c_str(), o.repeat);
@@ -296,20 +294,111 @@ int run_all(const options& o, const fast::topology& topo, const fast::workload_s
     return failures == 0 ? 0 : 1;
 }
 
+// The --workload file must hold matrices of the cluster's rank count; the error says which.
+void check_matrix_file(const options& o, const fast::topology& topo, const fast::workload_spec& spec) {
+    try {
+        (void)fast::describe_matrix_file(spec.path, topo.ranks());
+    } catch (const fast::invalid_argument& e) {
+        throw fast::invalid_argument(std::string(e.what()) + " (--servers " + std::to_string(o.servers) +
+                                     " x --gpus " + std::to_string(o.gpus) + " = " + std::to_string(topo.ranks()) +
+                                     " ranks)");
+    }
+}
+
+// The traffic of one run, with the figures every row of its table divides by.
+struct traffic_case {
+    fast::topology topo;
+    fast::traffic_matrix matrix;
+    double lower_bound_us = 0;
+    double total_bytes = 0;
+};
+
+void print_table_head(const options& o, const traffic_case& c) {
+    print_cluster(o, c.topo);
+    std::printf("workload %s: %s in all, %s per GPU on average; lower bound T_lb = %.2f us\n\n", o.workload.c_str(),
+                fast_tools::human_bytes(c.total_bytes).c_str(),
+                fast_tools::human_bytes(c.total_bytes / c.topo.ranks()).c_str(), c.lower_bound_us);
+    std::printf("%-32s %6s %6s %10s %10s %14s %7s %11s %9s  %s\n", "scheduler", "steps", "stages", "plan(us)",
+                "rank(us)", "predicted(us)", "/T_lb", "algbw(GB/s)", "scratch", "verified");
+    std::fflush(stdout);
+}
+
+// One row of the table: a scheduler's plan, its median planning time and whether it verified
+// (and every rank's program equals its part of the plan).
+struct row {
+    fast::plan plan;
+    double planning_us = 0;
+    bool ok = false;
+};
+
+row plan_row(const variant& v, const traffic_case& c, const options& o, progress& bar) {
+    fast::planner planner(c.topo, v.options);
+    auto [p, planning_us] = timed_plan(planner, c.matrix, o.repeat, bar, v.label);
+    std::string label = v.label;
+    if (v.options.scheduler == fast::scheduler::automatic)
+        label += ": " + label_of(planner.last_scheduler(), v.options.policy);
+    bar.show("planning " + label + " per rank ...");
+    const auto [rank_us, programs_equal] = timed_ranks(planner, c.matrix, p, o.repeat, o.seed);
+    bar.show("verifying " + label + " (" + std::to_string(p.transfers.size()) + " transfers) ...");
+    const fast::verification check = fast::verify(p, c.matrix);
+    bar.show("predicting " + label + " ...");
+    const double predicted = fast::predict_us(p);
+    const double algbw = predicted > 0 ? c.total_bytes / c.topo.ranks() / (predicted * 1e3) : 0.0;
+    bar.clear();
+    const bool ok = check.ok() && programs_equal;
+    std::printf("%-32s %6zu %6zu %10.1f %10.1f %14.2f %7.4f %11.2f %8.0f%%  %s\n", label.c_str(), p.steps(),
+                fast::count_stages(p), planning_us, rank_us, predicted,
+                c.lower_bound_us > 0 ? predicted / c.lower_bound_us : 0.0, algbw, 100 * scratch_share(p, c.matrix),
+                ok ? "yes" : "NO");
+    std::fflush(stdout);
+    if (!check.ok())
+        std::fprintf(stderr, "fast-plan: %s: %s\n", label.c_str(), check.message().c_str());
+    else if (!programs_equal)
+        std::fprintf(stderr, "fast-plan: %s: a rank's program differs from the whole plan's part\n", label.c_str());
+    return {std::move(p), planning_us, ok};
+}
+
+// Writes `r`'s plan to --json (opened before any planning) and closes it.
+void write_json(const options& o, std::ofstream& out, const row& r, const traffic_case& c, progress& bar) {
+    bar.show("writing " + o.json + " ...");
+    fast::write_plan_json(out, r.plan, c.matrix, fast::summarize(r.plan, c.matrix, r.planning_us));
+    out.close();
+    if (!out) throw fast::invalid_argument("writing '" + o.json + "' failed");
+    bar.clear();
+}
+
+// Draws the plans `kept` (one per variant) to --svg (opened before any planning) and closes it.
+void write_svg(const options& o, std::ofstream& out, const std::vector<variant>& variants,
+               const std::vector<fast::plan>& kept, const traffic_case& c, fast_plan::lane_mode lanes, progress& bar) {
+    std::vector<fast_plan::timeline_panel> panels;
+    for (std::size_t k = 0; k < kept.size(); ++k) {
+        bar.show("timeline of " + variants[k].label + " ...");
+        panels.push_back({variants[k].label, &kept[k], fast::simulate(kept[k], true)});
+    }
+    fast_plan::timeline_options to;
+    to.title = "fast-plan: " + std::to_string(c.topo.servers) + " servers x " + std::to_string(c.topo.gpus_per_server) +
+               " GPUs, " + o.workload + (o.unit_bytes != "1" ? " (" + o.unit_bytes + " bytes per unit)" : std::string());
+    char bound[64];
+    std::snprintf(bound, sizeof bound, "%.1f", c.lower_bound_us);
+    to.subtitle = fast_tools::fabric_text(o.preset, c.topo) + "; " + fast_tools::human_bytes(c.total_bytes) +
+                  " in all; cost model (fast::simulate); T_lb = " + bound + " us";
+    to.lower_bound_us = c.lower_bound_us;
+    to.lanes = lanes;
+    bar.show("writing " + o.svg + " ...");
+    out << fast_plan::render_timeline_svg(panels, to);
+    out.close();
+    if (!out) throw fast::invalid_argument("writing '" + o.svg + "' failed");
+    bar.clear();
+    std::printf("%stimeline of %zu plan%s written to %s\n", o.json.empty() ? "\n" : "", panels.size(),
+                panels.size() == 1 ? "" : "s", o.svg.c_str());
+}
+
 int run_plan(const options& o) {
-    fast::topology topo = fast_tools::topology_of(o);
+    const fast::topology topo = fast_tools::topology_of(o);
     const fast::workload_spec spec = fast::parse_workload(o.workload);
     const std::int64_t bytes_per_gpu = fast_tools::bytes_per_gpu_of(o);
     const std::int64_t unit = fast_tools::unit_of(o);
-    if (spec.kind == fast::workload_kind::file) {
-        try {
-            (void)fast::describe_matrix_file(spec.path, topo.ranks());
-        } catch (const fast::invalid_argument& e) {
-            throw fast::invalid_argument(std::string(e.what()) + " (--servers " + std::to_string(o.servers) +
-                                         " x --gpus " + std::to_string(o.gpus) + " = " +
-                                         std::to_string(topo.ranks()) + " ranks)");
-        }
-    }
+    if (spec.kind == fast::workload_kind::file) check_matrix_file(o, topo, spec);
     if (o.all) {
         if (spec.kind != fast::workload_kind::file || spec.indexed)
             throw fast::invalid_argument("--all plans every matrix of a file: give --workload file:PATH without @INDEX");
@@ -317,100 +406,33 @@ int run_plan(const options& o) {
         return run_all(o, topo, spec, unit);
     }
     const std::vector<variant> variants = variants_of(o);
-    const fast::traffic_matrix m = fast::make_workload(spec, topo, bytes_per_gpu, o.seed, unit);
-    const double bound = fast::lower_bound_us(m, topo);
-    const double total = static_cast<double>(m.sum());
-    progress bar;
+    traffic_case c{topo, fast::make_workload(spec, topo, bytes_per_gpu, o.seed, unit), 0, 0};
+    c.lower_bound_us = fast::lower_bound_us(c.matrix, topo);
+    c.total_bytes = static_cast<double>(c.matrix.sum());
     const fast_plan::lane_mode lanes = parse_lanes(o.svg_lanes);
     // Opened now, so that a bad path fails before any planning.
     std::ofstream json_out = fast_tools::open_output(o.json), svg_out = fast_tools::open_output(o.svg);
-    std::printf("fast-plan: %d servers x %d GPUs (%s: scale-up %g GB/s, scale-out %g GB/s, alpha %g/%g us)\n",
-                topo.servers, topo.gpus_per_server, o.preset.c_str(), topo.scale_up_gbps,
-                topo.scale_out_gbps, topo.alpha_up_us, topo.alpha_out_us);
-    std::printf("workload %s: %s in all, %s per GPU on average; lower bound T_lb = %.2f us\n\n",
-                o.workload.c_str(), human_bytes(total).c_str(),
-                human_bytes(total / topo.ranks()).c_str(), bound);
-    std::printf("%-32s %6s %6s %10s %10s %14s %7s %11s %9s  %s\n", "scheduler", "steps", "stages",
-                "plan(us)", "rank(us)", "predicted(us)", "/T_lb", "algbw(GB/s)", "scratch", "verified");
-    std::fflush(stdout);
+    print_table_head(o, c);
+    progress bar;
     int failures = 0;
     std::vector<fast::plan> kept; // for --svg
     for (std::size_t k = 0; k < variants.size(); ++k) {
-        const variant& v = variants[k];
-        fast::planner planner(topo, v.options);
-        auto [p, planning_us] = timed_plan(planner, m, o.repeat, bar, v.label);
-        std::string label = v.label;
-        if (v.options.scheduler == fast::scheduler::automatic) {
-            label += ": " + std::string(fast::to_string(planner.last_scheduler()));
-            if (planner.last_scheduler() == fast::scheduler::fast)
-                label += " (" + std::string(fast::to_string(v.options.policy)) + ")";
-        }
-        bar.show("planning " + label + " per rank ...");
-        const auto [rank_us, programs_equal] = timed_ranks(planner, m, p, o.repeat, o.seed);
-        bar.show("verifying " + label + " (" + std::to_string(p.transfers.size()) + " transfers) ...");
-        const fast::verification check = fast::verify(p, m);
-        bar.show("predicting " + label + " ...");
-        const double predicted = fast::predict_us(p);
-        const double scratch = scratch_share(p, m);
-        const double algbw = predicted > 0 ? total / topo.ranks() / (predicted * 1e3) : 0.0;
-        bar.clear();
-        const bool ok = check.ok() && programs_equal;
-        std::printf("%-32s %6zu %6zu %10.1f %10.1f %14.2f %7.4f %11.2f %8.0f%%  %s\n", label.c_str(), p.steps(),
-                    fast::count_stages(p), planning_us, rank_us, predicted, bound > 0 ? predicted / bound : 0.0,
-                    algbw, 100 * scratch, ok ? "yes" : "NO");
-        std::fflush(stdout);
-        if (!check.ok()) {
-            std::fprintf(stderr, "fast-plan: %s: %s\n", label.c_str(), check.message().c_str());
-            ++failures;
-        } else if (!programs_equal) {
-            std::fprintf(stderr, "fast-plan: %s: a rank's program differs from the whole plan's part\n", label.c_str());
-            ++failures;
-        }
-        if (k == 0 && !o.json.empty()) {
-            bar.show("writing " + o.json + " ...");
-            fast::write_plan_json(json_out, p, m, fast::summarize(p, m, planning_us));
-            json_out.close();
-            if (!json_out) throw fast::invalid_argument("writing '" + o.json + "' failed");
-            bar.clear();
-        }
-        if (!o.svg.empty()) kept.push_back(std::move(p));
+        row r = plan_row(variants[k], c, o, bar);
+        if (!r.ok) ++failures;
+        if (k == 0 && !o.json.empty()) write_json(o, json_out, r, c, bar);
+        if (!o.svg.empty()) kept.push_back(std::move(r.plan));
     }
     if (!o.json.empty()) std::printf("\nplan of %s written to %s\n", variants.front().label.c_str(), o.json.c_str());
-    if (!o.svg.empty()) {
-        std::vector<fast_plan::timeline_panel> panels;
-        for (std::size_t k = 0; k < kept.size(); ++k) {
-            bar.show("timeline of " + variants[k].label + " ...");
-            panels.push_back({variants[k].label, &kept[k], fast::simulate(kept[k], true)});
-        }
-        fast_plan::timeline_options to;
-        to.title = "fast-plan: " + std::to_string(topo.servers) + " servers x " + std::to_string(topo.gpus_per_server) +
-                   " GPUs, " + o.workload + (o.unit_bytes != "1" ? " (" + o.unit_bytes + " bytes per unit)" : std::string());
-        char sub[256];
-        std::snprintf(sub, sizeof sub,
-                      "%s: scale-up %g GB/s, scale-out %g GB/s per GPU, alpha %g/%g us; %s in all; cost model "
-                      "(fast::simulate); T_lb = %.1f us",
-                      o.preset.c_str(), topo.scale_up_gbps, topo.scale_out_gbps, topo.alpha_up_us, topo.alpha_out_us,
-                      human_bytes(total).c_str(), bound);
-        to.subtitle = sub;
-        to.lower_bound_us = bound;
-        to.lanes = lanes;
-        bar.show("writing " + o.svg + " ...");
-        svg_out << fast_plan::render_timeline_svg(panels, to);
-        svg_out.close();
-        if (!svg_out) throw fast::invalid_argument("writing '" + o.svg + "' failed");
-        bar.clear();
-        std::printf("%stimeline of %zu plan%s written to %s\n", o.json.empty() ? "\n" : "", panels.size(),
-                    panels.size() == 1 ? "" : "s", o.svg.c_str());
-    }
+    if (!o.svg.empty()) write_svg(o, svg_out, variants, kept, c, lanes, bar);
     return failures == 0 ? 0 : 1;
 }
 
+// fast-plan verify FILE: 0 and one line for a valid plan, 1 and the first violation (or why the
+// file cannot be read as a plan) otherwise.
 int run_verify(const options& o) {
-    std::ifstream in(o.verify_file);
-    if (!in) throw fast::invalid_argument("cannot open plan file '" + o.verify_file + "'");
     progress bar;
     bar.show("reading " + o.verify_file + " ...");
-    const fast::plan_document doc = fast::read_plan_json(in, o.verify_file);
+    const fast::plan_document doc = fast_tools::read_plan_file(o.verify_file);
     bar.show("verifying " + std::to_string(doc.plan.transfers.size()) + " transfers in " +
              std::to_string(doc.plan.steps()) + " steps ...");
     const fast::verification v = fast::verify(doc.plan, doc.matrix);
@@ -419,22 +441,16 @@ int run_verify(const options& o) {
         std::printf("%s: %s\n", o.verify_file.c_str(), v.message().c_str());
         return 1;
     }
+    const double predicted = fast::predict_us(doc.plan);
+    const double bound = fast::lower_bound_us(doc.matrix, doc.plan.topology);
     std::printf("%s: OK: %s, %zu steps, %zu stages, %s delivered%s; predicted %.2f us, T_lb %.2f us (%.4f)\n",
-                o.verify_file.c_str(), doc.plan.scheduler.c_str(), doc.plan.steps(), fast::count_stages(doc.plan),
-                human_bytes(static_cast<double>(v.delivered_bytes)).c_str(),
-                v.one_to_one_scale_out ? ", incast-free" : "", fast::predict_us(doc.plan),
-                fast::lower_bound_us(doc.matrix, doc.plan.topology),
-                fast::predict_us(doc.plan) / std::max(1e-12, fast::lower_bound_us(doc.matrix, doc.plan.topology)));
+                o.verify_file.c_str(), fast::detail::quote_input(doc.plan.scheduler).c_str(), doc.plan.steps(),
+                fast::count_stages(doc.plan), fast_tools::human_bytes(static_cast<double>(v.delivered_bytes)).c_str(),
+                v.one_to_one_scale_out ? ", incast-free" : "", predicted, bound, predicted / std::max(1e-12, bound));
     return 0;
 }
 
-} // namespace
-
-int main(int argc, char** argv) {
-    options o;
-    CLI::App app{"fast-plan: balanced, incast-free All-to-All(v) schedules for two-tier GPU clusters.\n"
-                 "Plans a traffic matrix, verifies the plan and prints the cost model's prediction."};
-    app.set_version_flag("--version", "fast-plan 0.1.0");
+void add_options(CLI::App& app, options& o) {
     fast_tools::add_cluster_options(app, o);
     app.add_option("--scheduler", o.scheduler,
                    "automatic (fast or direct, whichever the cost model predicts faster) | fast | fast-unbalanced | "
@@ -453,11 +469,11 @@ int main(int argc, char** argv) {
     app.add_option("--ramp", o.ramp,
                    "bottleneck and rail-packed: the share of a neighbouring step's scale-up room that a "
                    "step's balancing may expect to fill (0: no ramps)")
-        ->check(CLI::Range(0.0, 1e6))
+        ->check(fast_tools::in_interval(0, 1e6))
         ->capture_default_str();
     app.add_option("--long-call-ramp-scale", o.long_call_ramp_scale,
                    "rail-packed: calls of 400 alpha_out and more use ramp times this (200 and less: ramp)")
-        ->check(CLI::PositiveNumber)
+        ->check(fast_tools::in_interval(0, 1e6, true))
         ->capture_default_str();
     app.add_flag("--compare", o.compare, "FAST's policies against fast-unbalanced, spreadout and direct");
     app.add_option("--schedulers", o.schedulers,
@@ -474,6 +490,19 @@ int main(int argc, char** argv) {
     app.add_option("--svg-lanes", o.svg_lanes,
                    "timeline lanes: rank (one per GPU), server (one per server) or auto (server above 64 ranks)")
         ->capture_default_str();
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    options o;
+    CLI::App app{"fast-plan: balanced, incast-free All-to-All(v) schedules for two-tier GPU clusters.\n"
+                 "Plans a traffic matrix, verifies the plan and prints the cost model's prediction."};
+    app.set_version_flag("--version", "fast-plan 0.1.0");
+    app.footer("Exit status: 0 every plan verified; 1 a plan did not verify; 2 bad options or input (one line on\n"
+               "stderr says which). fast-plan verify FILE: 0 the plan is valid; 1 it is not, or FILE cannot be\n"
+               "read as a plan (one line says why); 2 bad options.");
+    add_options(app, o);
     CLI::App* verify = app.add_subcommand("verify", "check a fast-plan/1 plan file with the verifier");
     verify->add_option("file", o.verify_file, "plan file (JSON)")->required();
     fast_plan::trace_options to;
@@ -496,18 +525,22 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "fast-plan: error: %s (see --help)\n", e.what());
         return 2;
     }
+    // verify answers 0 (a valid plan) or 1 (anything else); planning fails with 2.
+    const int failed = verify->parsed() ? 1 : 2;
+    const char* prefix = verify->parsed() ? "fast-plan: " : "fast-plan: error: ";
     try {
         if (trace->parsed()) return fast_plan::run_trace(to);
         return verify->parsed() ? run_verify(o) : run_plan(o);
     } catch (const fast::invalid_argument& e) {
-        if (verify->parsed()) { // verify answers 0 (a valid plan) or 1 (anything else)
-            std::fprintf(stderr, "fast-plan: %s\n", e.what());
-            return 1;
-        }
-        std::fprintf(stderr, "fast-plan: error: %s\n", e.what());
-        return 2;
+        std::fprintf(stderr, "%s%s\n", prefix, e.what());
+    } catch (const std::bad_alloc&) {
+        const long long ranks = static_cast<long long>(o.servers) * o.gpus;
+        const std::string why = verify->parsed() || ranks <= 0 || ranks > INT_MAX
+                                    ? "the plan is too large for this machine"
+                                    : fast_tools::matrix_size_text(static_cast<int>(ranks));
+        std::fprintf(stderr, "%sout of memory: %s\n", prefix, why.c_str());
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "fast-plan: error: %s\n", e.what());
-        return 2;
+        std::fprintf(stderr, "%s%s\n", prefix, e.what());
     }
+    return failed;
 }

@@ -36,6 +36,7 @@
 #include <fast/simulation.hpp>
 
 #include "../cluster_options.hpp"
+#include "../plan_file.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -161,14 +162,29 @@ fast::plan make(const std::string& scheduler, const fast::traffic_matrix& m, con
     return fast::make_plan(m, t, o);
 }
 
+// The job of `m` planned by `scheduler`, verified; with room for a --trace.
+job plan_job(const std::string& label, const fast::traffic_matrix& m, const std::string& scheduler,
+             const fast::topology& topo, bool traced) {
+    job j;
+    j.workload = label;
+    j.plan = make(scheduler, m, topo);
+    j.scheduler = scheduler;
+    const fast::verification v = fast::verify(j.plan, m);
+    j.verified = v.ok() && v.delivered_bytes == m.sum();
+    if (!v.ok()) std::fprintf(stderr, "fast-simgrid: %s %s: %s\n", label.c_str(), scheduler.c_str(), v.message().c_str());
+    j.model_us = fast::predict_us(j.plan);
+    j.lower_bound_us = fast::lower_bound_us(m, topo);
+    j.program = fast::make_rank_steps(j.plan);
+    if (traced) j.times.assign(j.plan.transfers.size(), {0.0, 0.0});
+    return j;
+}
+
 // The job of a plan read from a fast-plan/1 file: its own topology, verified against its matrix.
-job job_from_file(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw fast::invalid_argument("cannot open plan file '" + path + "'");
-    fast::plan_document doc = fast::read_plan_json(in, path);
+job job_from_file(const std::string& path, bool traced) {
+    fast::plan_document doc = fast_tools::read_plan_file(path);
     job j;
     j.workload = "plan";
-    j.scheduler = doc.plan.scheduler;
+    j.scheduler = fast::detail::quote_input(doc.plan.scheduler);
     const fast::verification v = fast::verify(doc.plan, doc.matrix);
     if (!v.ok()) throw fast::invalid_argument(path + ": " + v.message());
     j.verified = v.delivered_bytes == doc.matrix.sum();
@@ -176,58 +192,34 @@ job job_from_file(const std::string& path) {
     j.model_us = fast::predict_us(j.plan);
     j.lower_bound_us = fast::lower_bound_us(doc.matrix, j.plan.topology);
     j.program = fast::make_rank_steps(j.plan);
+    if (traced) j.times.assign(j.plan.transfers.size(), {0.0, 0.0});
     return j;
 }
 
-int run(const options& o) {
-    // Output files are opened first, so that a bad path fails before any planning or replay.
-    std::ofstream csv = fast_tools::open_output(o.csv), trace = fast_tools::open_output(o.trace);
-    fast::topology topo = fast_tools::topology_of(o);
-    fast::workload_spec spec = fast::parse_workload(o.workload);
-    const std::int64_t bytes_per_gpu = fast_tools::bytes_per_gpu_of(o);
-    const std::int64_t unit = fast_tools::unit_of(o);
-    std::vector<std::string> schedulers = split(o.schedulers);
-    for (const std::string& s : schedulers) (void)make(s, fast::traffic_matrix::Zero(topo.ranks(), topo.ranks()), topo);
+using labelled_matrices = std::vector<std::pair<std::string, fast::traffic_matrix>>;
 
-    // The matrices: one, or every N-th of a file; or a plan file.
-    std::vector<std::pair<std::string, fast::traffic_matrix>> matrices;
-    std::vector<job> jobs;
-    if (!o.plan_file.empty()) {
-        jobs.push_back(job_from_file(o.plan_file));
-        if (!o.trace.empty()) jobs.front().times.assign(jobs.front().plan.transfers.size(), {0.0, 0.0});
-        topo = jobs.front().plan.topology;
-        schedulers = {jobs.front().scheduler};
-        matrices.emplace_back("plan", fast::traffic_matrix());
-    } else if (spec.kind == fast::workload_kind::file && o.every > 0) {
+// The matrices to plan, each with its label: the workload's one, or every --every-th of a file
+// from INDEX on.
+labelled_matrices load_matrices(const options& o, const fast::topology& topo, const fast::workload_spec& spec,
+                                std::int64_t bytes_per_gpu, std::int64_t unit) {
+    labelled_matrices out;
+    if (spec.kind == fast::workload_kind::file && o.every > 0) {
         const fast::matrix_file_info info = fast::describe_matrix_file(spec.path, topo.ranks());
         fast::check_matrix_index(info, spec.index, spec.path); // as without --every, not zero matrices
         const std::vector<fast::traffic_matrix> all = fast::read_matrices_file(spec.path, topo.ranks(), unit);
         for (std::size_t k = spec.index; k < info.matrices; k += static_cast<std::size_t>(o.every)) {
             fast::validate_traffic(all[k], topo);
-            matrices.emplace_back("@" + std::to_string(k), all[k]);
+            out.emplace_back("@" + std::to_string(k), all[k]);
         }
-    } else {
-        const std::string label = spec.kind == fast::workload_kind::file ? "@" + std::to_string(spec.index) : o.workload;
-        matrices.emplace_back(label, fast::make_workload(spec, topo, bytes_per_gpu, o.seed, unit));
+        return out;
     }
+    const std::string label = spec.kind == fast::workload_kind::file ? "@" + std::to_string(spec.index) : o.workload;
+    out.emplace_back(label, fast::make_workload(spec, topo, bytes_per_gpu, o.seed, unit));
+    return out;
+}
 
-    for (const auto& [label, m] : matrices)
-        for (const std::string& s : schedulers) {
-            if (!o.plan_file.empty()) break;
-            job j;
-            j.workload = label;
-            j.plan = make(s, m, topo);
-            j.scheduler = s;
-            const fast::verification v = fast::verify(j.plan, m);
-            j.verified = v.ok() && v.delivered_bytes == m.sum();
-            if (!v.ok()) std::fprintf(stderr, "fast-simgrid: %s %s: %s\n", label.c_str(), s.c_str(), v.message().c_str());
-            j.model_us = fast::predict_us(j.plan);
-            j.lower_bound_us = fast::lower_bound_us(m, topo);
-            j.program = fast::make_rank_steps(j.plan);
-            if (!o.trace.empty()) j.times.assign(j.plan.transfers.size(), {0.0, 0.0});
-            jobs.push_back(std::move(j));
-        }
-
+// Replays every job in one engine, one after the other, on the platform of `topo`.
+void replay(std::vector<job>& jobs, const fast::topology& topo) {
     const std::vector<sg4::Host*> hosts = build_platform(topo);
     std::size_t most = 0;
     for (const job& j : jobs) most = std::max(most, j.plan.transfers.size());
@@ -250,11 +242,12 @@ int run(const options& o) {
         }
     });
     sg4::Engine::get_instance()->run();
+}
 
-    std::printf("fast-simgrid: %d servers x %d GPUs (%s: scale-up %g GB/s, scale-out %g GB/s, alpha %g/%g us)\n",
-                topo.servers, topo.gpus_per_server, o.plan_file.empty() ? o.preset.c_str() : "plan file",
-                topo.scale_up_gbps, topo.scale_out_gbps,
-                topo.alpha_up_us, topo.alpha_out_us);
+// The header and one line per job (and --csv); returns how many jobs failed verification.
+int print_jobs(const options& o, const fast::topology& topo, const std::vector<job>& jobs, std::ofstream& csv) {
+    std::printf("fast-simgrid: %d servers x %d GPUs (%s)\n", topo.servers, topo.gpus_per_server,
+                fast_tools::fabric_text(o.plan_file.empty() ? o.preset : "plan file", topo).c_str());
     std::printf("SimGrid %d.%d: network/model %s, crosstraffic %s, TCP-gamma %g\n", SIMGRID_VERSION_MAJOR,
                 SIMGRID_VERSION_MINOR, simgrid::config::get_value<std::string>("network/model").c_str(),
                 simgrid::config::get_value<bool>("network/crosstraffic") ? "on" : "off",
@@ -279,56 +272,63 @@ int run(const options& o) {
         }
         failures += j.verified ? 0 : 1;
     }
-    if (!o.trace.empty()) {
-        // Per transfer: SimGrid's start and end against the cost model's batches of its two ports.
-        trace << "matrix,scheduler,transfer,step,src,dst,tier,bytes,simgrid_start_us,simgrid_end_us,model_start_us,"
-                 "model_end_us\n";
-        for (const job& j : jobs) {
-            const fast::prediction model = fast::simulate(j.plan, true);
-            // The model's batch of (step, rank, port).
-            std::map<std::tuple<std::uint32_t, int, int>, const fast::port_batch*> batch;
-            for (const fast::port_batch& b : model.batches) batch[{b.step, b.rank, static_cast<int>(b.port)}] = &b;
-            for (std::size_t k = 0; k < j.plan.steps(); ++k)
-                for (std::size_t i = j.plan.step_offsets[k]; i < j.plan.step_offsets[k + 1]; ++i) {
-                    const fast::transfer& t = j.plan.transfers[i];
-                    const int o_port = t.tier == fast::tier::scale_out ? 0 : 2;
-                    const fast::port_batch* a = batch.at({static_cast<std::uint32_t>(k), t.src, o_port});
-                    const fast::port_batch* b = batch.at({static_cast<std::uint32_t>(k), t.dst, o_port + 1});
-                    char line[512];
-                    std::snprintf(line, sizeof line, "%s,%s,%zu,%zu,%d,%d,%s,%lld,%.3f,%.3f,%.3f,%.3f\n",
-                                  j.workload.c_str(), j.scheduler.c_str(), i, k, t.src, t.dst,
-                                  std::string(fast::to_string(t.tier)).c_str(), static_cast<long long>(t.bytes),
-                                  j.times[i].first * 1e6, j.times[i].second * 1e6, std::max(a->start_us, b->start_us),
-                                  std::max(a->end_us, b->end_us));
-                    trace << line;
-                }
-        }
+    return failures;
+}
+
+// --trace: per transfer, SimGrid's start and end against the cost model's batches of its two
+// ports.
+void write_trace(std::ofstream& trace, const std::vector<job>& jobs) {
+    trace << "matrix,scheduler,transfer,step,src,dst,tier,bytes,simgrid_start_us,simgrid_end_us,model_start_us,"
+             "model_end_us\n";
+    for (const job& j : jobs) {
+        const fast::prediction model = fast::simulate(j.plan, true);
+        // The model's batch of (step, rank, port).
+        std::map<std::tuple<std::uint32_t, int, fast::port>, const fast::port_batch*> batch;
+        for (const fast::port_batch& b : model.batches) batch[{b.step, b.rank, b.port}] = &b;
+        for (std::size_t k = 0; k < j.plan.steps(); ++k)
+            for (std::size_t i = j.plan.step_offsets[k]; i < j.plan.step_offsets[k + 1]; ++i) {
+                const fast::transfer& t = j.plan.transfers[i];
+                const auto step = static_cast<std::uint32_t>(k);
+                const fast::port_batch* sent = batch.at({step, t.src, fast::detail::sending_port(t.tier)});
+                const fast::port_batch* received = batch.at({step, t.dst, fast::detail::receiving_port(t.tier)});
+                char line[512];
+                std::snprintf(line, sizeof line, "%s,%s,%zu,%zu,%d,%d,%s,%lld,%.3f,%.3f,%.3f,%.3f\n",
+                              j.workload.c_str(), j.scheduler.c_str(), i, k, t.src, t.dst,
+                              std::string(fast::to_string(t.tier)).c_str(), static_cast<long long>(t.bytes),
+                              j.times[i].first * 1e6, j.times[i].second * 1e6,
+                              std::max(sent->start_us, received->start_us), std::max(sent->end_us, received->end_us));
+                trace << line;
+            }
     }
-    if (matrices.size() > 1) {
-        // Per scheduler over all matrices: sim/model and both against T_lb.
-        std::printf("\n%-18s %9s %9s %9s %10s %10s\n", "scheduler", "sim/model", "min", "max", "model/lb", "sim/lb");
-        for (const std::string& s : schedulers) {
-            double sum = 0, lo = 1e300, hi = 0, model_lb = 0, sim_lb = 0;
-            int n = 0;
-            for (const job& j : jobs)
-                if (j.scheduler == s) {
-                    const double x = j.simulated_us / j.model_us;
-                    sum += x;
-                    lo = std::min(lo, x);
-                    hi = std::max(hi, x);
-                    model_lb += j.model_us / j.lower_bound_us;
-                    sim_lb += j.simulated_us / j.lower_bound_us;
-                    ++n;
-                }
-            std::printf("%-18s %9.4f %9.4f %9.4f %10.4f %10.4f\n", s.c_str(), sum / n, lo, hi, model_lb / n, sim_lb / n);
-        }
+}
+
+// Per scheduler over all matrices: sim/model and both against T_lb.
+void print_summary(const std::vector<std::string>& schedulers, const std::vector<job>& jobs) {
+    std::printf("\n%-18s %9s %9s %9s %10s %10s\n", "scheduler", "sim/model", "min", "max", "model/lb", "sim/lb");
+    for (const std::string& s : schedulers) {
+        double sum = 0, lo = 1e300, hi = 0, model_lb = 0, sim_lb = 0;
+        int n = 0;
+        for (const job& j : jobs)
+            if (j.scheduler == s) {
+                const double x = j.simulated_us / j.model_us;
+                sum += x;
+                lo = std::min(lo, x);
+                hi = std::max(hi, x);
+                model_lb += j.model_us / j.lower_bound_us;
+                sim_lb += j.simulated_us / j.lower_bound_us;
+                ++n;
+            }
+        std::printf("%-18s %9.4f %9.4f %9.4f %10.4f %10.4f\n", s.c_str(), sum / n, lo, hi, model_lb / n, sim_lb / n);
     }
-    // Do SimGrid and the model rank the schedulers the same way on each matrix?
+}
+
+// Do SimGrid and the model rank the schedulers the same way on each matrix?
+void print_agreement(const labelled_matrices& matrices, const std::vector<job>& jobs) {
     std::size_t same = 0;
-    for (std::size_t k = 0; k < matrices.size(); ++k) {
+    for (const auto& [label, m] : matrices) {
         std::vector<const job*> row;
         for (const job& j : jobs)
-            if (j.workload == matrices[k].first) row.push_back(&j);
+            if (j.workload == label) row.push_back(&j);
         auto by_model = row;
         auto by_sim = row;
         std::stable_sort(by_model.begin(), by_model.end(), [](const job* a, const job* b) { return a->model_us < b->model_us; });
@@ -337,6 +337,36 @@ int run(const options& o) {
     }
     std::printf("\nscheduler order: SimGrid agrees with the cost model on %zu of %zu matri%s\n", same, matrices.size(),
                 matrices.size() == 1 ? "x" : "ces");
+}
+
+int run(const options& o) {
+    // Output files are opened first, so that a bad path fails before any planning or replay.
+    std::ofstream csv = fast_tools::open_output(o.csv), trace = fast_tools::open_output(o.trace);
+    fast::topology topo = fast_tools::topology_of(o);
+    const fast::workload_spec spec = fast::parse_workload(o.workload);
+    const std::int64_t bytes_per_gpu = fast_tools::bytes_per_gpu_of(o);
+    const std::int64_t unit = fast_tools::unit_of(o);
+    std::vector<std::string> schedulers = split(o.schedulers);
+    for (const std::string& s : schedulers) (void)make(s, fast::traffic_matrix::Zero(topo.ranks(), topo.ranks()), topo);
+
+    // The jobs: every scheduler on one matrix, or on every N-th of a file; or a plan file.
+    labelled_matrices matrices;
+    std::vector<job> jobs;
+    if (!o.plan_file.empty()) {
+        jobs.push_back(job_from_file(o.plan_file, !o.trace.empty()));
+        topo = jobs.front().plan.topology;
+        schedulers = {jobs.front().scheduler};
+        matrices.emplace_back("plan", fast::traffic_matrix());
+    } else {
+        matrices = load_matrices(o, topo, spec, bytes_per_gpu, unit);
+        for (const auto& [label, m] : matrices)
+            for (const std::string& s : schedulers) jobs.push_back(plan_job(label, m, s, topo, !o.trace.empty()));
+    }
+    replay(jobs, topo);
+    const int failures = print_jobs(o, topo, jobs, csv);
+    if (!o.trace.empty()) write_trace(trace, jobs);
+    if (matrices.size() > 1) print_summary(schedulers, jobs);
+    print_agreement(matrices, jobs);
     return failures == 0 ? 0 : 1;
 }
 

@@ -1,7 +1,5 @@
 #include "communicator_impl.hpp"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -52,21 +50,90 @@ struct hello {
     std::int32_t memory;
     std::int32_t iov;
     std::int32_t flow;
-    double fabric[4]; // scale_up_gbps, scale_out_gbps, alpha_up_us, alpha_out_us
+    exec::fabric fabric;
     std::uint64_t address_bytes;
     char host[320];
     char text[256];
 };
 
-constexpr const char* fabric_fields[4] = {"scale_up_gbps", "scale_out_gbps", "alpha_up_us", "alpha_out_us"};
+// The fabric's figures by name, for messages that compare them field by field.
+struct fabric_field {
+    const char* name;
+    double exec::fabric::*value;
+};
+constexpr fabric_field fabric_fields[] = {{"scale_up_gbps", &exec::fabric::scale_up_gbps},
+                                          {"scale_out_gbps", &exec::fabric::scale_out_gbps},
+                                          {"alpha_up_us", &exec::fabric::alpha_up_us},
+                                          {"alpha_out_us", &exec::fabric::alpha_out_us}};
+
+// The executor's defaults are the planner's (both the h200 preset).
+static_assert(exec::fabric{}.scale_up_gbps == fast::topology{}.scale_up_gbps &&
+              exec::fabric{}.scale_out_gbps == fast::topology{}.scale_out_gbps &&
+              exec::fabric{}.alpha_up_us == fast::topology{}.alpha_up_us &&
+              exec::fabric{}.alpha_out_us == fast::topology{}.alpha_out_us);
+
+// The planner's topology of `servers` x `gpus_per_server` ranks on fabric `f`.
+fast::topology topology_of(int servers, int gpus_per_server, const exec::fabric& f) {
+    return fast::topology{servers, gpus_per_server, f.scale_up_gbps, f.scale_out_gbps, f.alpha_up_us, f.alpha_out_us};
+}
 
 // The planner's topology check, in the executor's words.
-std::string fabric_error(const config& cfg) {
+std::string fabric_error(const exec::fabric& f) {
     try {
-        fast::validate(fast::topology{1, 1, cfg.scale_up_gbps, cfg.scale_out_gbps, cfg.alpha_up_us, cfg.alpha_out_us});
+        fast::validate(topology_of(1, 1, f));
     } catch (const std::exception& e) {
         return std::string("config.") + e.what();
     }
+    return {};
+}
+
+// What is wrong with `cfg` on its own, or "".
+std::string config_error(const config& cfg) {
+    if (cfg.timeout.count() <= 0)
+        return "config.timeout must be positive, got " + std::to_string(cfg.timeout.count()) + " ms";
+    if (cfg.gpus_per_server < 0)
+        return "config.gpus_per_server must be non-negative, got " + std::to_string(cfg.gpus_per_server);
+    if (std::string why = fabric_error(cfg); !why.empty()) return why;
+    if (cfg.flow != exec::flow_control::rendezvous && cfg.flow != exec::flow_control::credits)
+        return "config.flow is not a known flow control";
+    if (cfg.progress != exec::progress::polling && cfg.progress != exec::progress::blocking)
+        return "config.progress is not a known progress mode";
+    if (const char* env = std::getenv("FAST_PROGRESS");
+        env != nullptr && std::string_view(env) != "polling" && std::string_view(env) != "blocking")
+        return "FAST_PROGRESS must be polling or blocking, got '" + std::string(env).substr(0, 40) + "'";
+    if (cfg.scheduler != exec::scheduler::automatic && cfg.scheduler != exec::scheduler::fast &&
+        cfg.scheduler != exec::scheduler::direct)
+        return "config.scheduler is not a known scheduler";
+    return {};
+}
+
+// The planner's scheduler for the executor's.
+fast::scheduler planner_scheduler(exec::scheduler s) {
+    return s == exec::scheduler::direct ? fast::scheduler::direct
+         : s == exec::scheduler::fast   ? fast::scheduler::fast
+                                        : fast::scheduler::automatic;
+}
+
+// Where rank `r`'s configuration differs from rank 0's, as the status every rank returns; ok if
+// nowhere.
+status compare_configurations(const hello& h, const hello& h0, int r, const std::string& prefix) {
+    auto differs = [&](const char* field, const std::string& a, const std::string& b) {
+        return status(errc::invalid_argument, prefix + "ranks pass different configurations: rank " +
+                                                  std::to_string(r) + " has " + field + " = " + a + ", rank 0 has " + b);
+    };
+    auto sched = [](std::int32_t v) { return std::string(to_string(static_cast<exec::scheduler>(v))); };
+    auto mem = [](std::int32_t v) { return std::string(to_string(static_cast<exec::memory>(v))); };
+    auto flow = [](std::int32_t v) { return std::string(to_string(static_cast<exec::flow_control>(v))); };
+    if (h.gpus_per_server != h0.gpus_per_server)
+        return differs("gpus_per_server", std::to_string(h.gpus_per_server), std::to_string(h0.gpus_per_server));
+    if (h.scheduler != h0.scheduler) return differs("scheduler", sched(h.scheduler), sched(h0.scheduler));
+    if (h.memory != h0.memory) return differs("memory", mem(h.memory), mem(h0.memory));
+    if (h.iov != h0.iov) return differs("iov", h.iov ? "true" : "false", h0.iov ? "true" : "false");
+    if (h.flow != h0.flow) return differs("flow", flow(h.flow), flow(h0.flow));
+    for (const fabric_field& f : fabric_fields)
+        if (h.fabric.*f.value != h0.fabric.*f.value)
+            return differs(f.name, fast::detail::format_number(h.fabric.*f.value),
+                           fast::detail::format_number(h0.fabric.*f.value));
     return {};
 }
 
@@ -154,76 +221,79 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
     size_ = boot.size;
     cfg_ = cfg;
     boot_ = boot;
-
-    // Local set-up; a failure is reported through the first allgather so that all ranks agree.
-    errc local = errc::ok;
-    std::string text;
+    // A local failure is reported through the first allgather, so that all ranks agree.
     std::vector<unsigned char> address;
-    if (cfg.timeout.count() <= 0) {
-        local = errc::invalid_argument;
-        text = "config.timeout must be positive, got " + std::to_string(cfg.timeout.count()) + " ms";
-    } else if (cfg.gpus_per_server < 0) {
-        local = errc::invalid_argument;
-        text = "config.gpus_per_server must be non-negative, got " + std::to_string(cfg.gpus_per_server);
-    } else if (std::string why = fabric_error(cfg); !why.empty()) {
-        local = errc::invalid_argument;
-        text = why;
-    } else if (cfg.flow != exec::flow_control::rendezvous && cfg.flow != exec::flow_control::credits) {
-        local = errc::invalid_argument;
-        text = "config.flow is not a known flow control";
-    } else if (cfg.progress != exec::progress::polling && cfg.progress != exec::progress::blocking) {
-        local = errc::invalid_argument;
-        text = "config.progress is not a known progress mode";
-    } else if (const char* env = std::getenv("FAST_PROGRESS");
-               env != nullptr && std::string_view(env) != "polling" && std::string_view(env) != "blocking") {
-        local = errc::invalid_argument;
-        text = "FAST_PROGRESS must be polling or blocking, got '" + std::string(env).substr(0, 40) + "'";
-    } else if (cfg.scheduler != exec::scheduler::automatic && cfg.scheduler != exec::scheduler::fast &&
-               cfg.scheduler != exec::scheduler::direct) {
-        local = errc::invalid_argument;
-        text = "config.scheduler is not a known scheduler";
+    const status local = set_up(address);
+    std::vector<std::string> hosts;
+    std::uint64_t longest = 0;
+    if (status s = agree_on_configuration(local, address.size(), hosts, longest); !s.ok()) return s;
+    const grouping g = group_ranks(hosts, cfg.gpus_per_server);
+    if (!g.error.empty()) return status(errc::invalid_argument, "creating the communicator: " + g.error);
+    topo_ = topology_of(g.servers, g.gpus_per_server, cfg);
+    // Round 2: worker addresses; then endpoints and a handshake; round 3: did everyone connect?
+    std::vector<unsigned char> padded(longest, 0);
+    std::copy(address.begin(), address.end(), padded.begin());
+    std::vector<unsigned char> addresses;
+    if (status s = gather(padded.data(), longest, addresses); !s.ok()) return s;
+    if (status s = report_connection(connect(addresses, longest, hosts)); !s.ok()) return s;
+    if (size_ > max_ranks)
+        return status(errc::invalid_argument, "creating the communicator: " + std::to_string(size_) +
+                                                  " ranks, more than the " + std::to_string(max_ranks) +
+                                                  " a message tag can name");
+    fast::plan_options options;
+    options.scheduler = planner_scheduler(cfg.scheduler);
+    open_trace();
+    planner_ = std::make_unique<fast::planner>(topo_, options);
+    if (single_segments()) {
+        options.split_blocks = true;
+        split_planner_ = std::make_unique<fast::planner>(topo_, options);
     }
-    ucs_memory_type_t memory_type = UCS_MEMORY_TYPE_HOST;
-    if (local == errc::ok) {
-        std::string why;
-        switch (cfg.memory) {
-        case exec::memory::host: memory_ = make_host_backend(); break;
-        case exec::memory::cuda: memory_ = make_cuda_backend(why); memory_type = UCS_MEMORY_TYPE_CUDA; break;
-        case exec::memory::hip: memory_ = make_hip_backend(why); memory_type = UCS_MEMORY_TYPE_ROCM; break;
-        default: why = "config.memory is not a known memory kind";
-        }
-        if (!memory_) {
-            local = why.empty() ? errc::out_of_memory : errc::unsupported;
-            text = why.empty() ? "out of host memory" : why;
-        }
-    }
-    if (local == errc::ok) {
-        const char* env = std::getenv("FAST_PROGRESS");
-        const bool blocking = env != nullptr ? std::string_view(env) == "blocking" : cfg.progress == exec::progress::blocking;
-        text = worker_.init(rank_, size_, memory_type, cfg.flow == exec::flow_control::credits, blocking);
-        if (!text.empty()) local = text.find("does not support") != std::string::npos ? errc::unsupported : errc::transport;
-    }
-    if (local == errc::ok) {
-        text = worker_.address(address);
-        if (!text.empty()) local = errc::transport;
-    }
+    operation_ = std::make_unique<operation>(worker_, *memory_, cfg_.timeout, rank_, credits());
+    const auto ur = static_cast<std::size_t>(size_);
+    sendcounts_of_.resize(ur * ur);
+    return {};
+}
 
-    // Round 1: who we are, how we are configured, how long our addresses are.
+// This rank's own set-up: the configuration, the memory backend, the UCX worker and its
+// address. Returns what failed (reported to every rank in the first round), or ok.
+status communicator_impl::set_up(std::vector<unsigned char>& address) {
+    if (std::string why = config_error(cfg_); !why.empty()) return status(errc::invalid_argument, why);
+    ucs_memory_type_t memory_type = UCS_MEMORY_TYPE_HOST;
+    std::string why;
+    switch (cfg_.memory) {
+    case exec::memory::host: memory_ = make_host_backend(); break;
+    case exec::memory::cuda: memory_ = make_cuda_backend(why); memory_type = UCS_MEMORY_TYPE_CUDA; break;
+    case exec::memory::hip: memory_ = make_hip_backend(why); memory_type = UCS_MEMORY_TYPE_ROCM; break;
+    default: why = "config.memory is not a known memory kind";
+    }
+    if (!memory_) return why.empty() ? status(errc::out_of_memory, "out of host memory") : status(errc::unsupported, why);
+    const char* env = std::getenv("FAST_PROGRESS");
+    const bool blocking = env != nullptr ? std::string_view(env) == "blocking" : cfg_.progress == exec::progress::blocking;
+    if (std::string e = worker_.init(rank_, size_, memory_type, credits(), blocking); !e.empty())
+        return status(e.find("does not support") != std::string::npos ? errc::unsupported : errc::transport, e);
+    if (std::string e = worker_.address(address); !e.empty()) return status(errc::transport, e);
+    return {};
+}
+
+// Round 1: who we are, how we are configured, how long our addresses are. Every rank checks
+// that all ranks run this executor with the same size and configuration and that none failed
+// locally; `hosts` gets each rank's host, `longest` the longest worker address.
+status communicator_impl::agree_on_configuration(const status& local, std::size_t address_bytes,
+                                                 std::vector<std::string>& hosts, std::uint64_t& longest) {
     hello mine{};
     mine.magic = wire_magic;
     mine.version = wire_version;
-    mine.error = static_cast<std::int32_t>(local);
+    mine.error = static_cast<std::int32_t>(local.code());
     mine.size = size_;
-    mine.gpus_per_server = cfg.gpus_per_server;
-    mine.scheduler = static_cast<std::int32_t>(cfg.scheduler);
-    mine.memory = static_cast<std::int32_t>(cfg.memory);
-    mine.iov = cfg.iov ? 1 : 0;
-    mine.flow = static_cast<std::int32_t>(cfg.flow);
-    const double fabric[4] = {cfg.scale_up_gbps, cfg.scale_out_gbps, cfg.alpha_up_us, cfg.alpha_out_us};
-    std::copy(std::begin(fabric), std::end(fabric), std::begin(mine.fabric));
-    mine.address_bytes = address.size();
+    mine.gpus_per_server = cfg_.gpus_per_server;
+    mine.scheduler = static_cast<std::int32_t>(cfg_.scheduler);
+    mine.memory = static_cast<std::int32_t>(cfg_.memory);
+    mine.iov = cfg_.iov ? 1 : 0;
+    mine.flow = static_cast<std::int32_t>(cfg_.flow);
+    mine.fabric = cfg_;
+    mine.address_bytes = address_bytes;
     put_text(mine.host, host_key());
-    put_text(mine.text, text);
+    put_text(mine.text, local.ok() ? "" : local.message());
     std::vector<unsigned char> all;
     if (status s = gather(&mine, sizeof mine, all); !s.ok()) return s;
     const std::string prefix = "creating the communicator: ";
@@ -238,84 +308,47 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
                                                       " size " + std::to_string(size_));
     }
     if (status s = first_error<hello>(all, sizeof(hello), size_, prefix.c_str()); !s.ok()) return s;
-    std::uint64_t longest = 0;
-    std::vector<std::string> hosts(static_cast<std::size_t>(size_));
+    longest = 0;
+    hosts.assign(static_cast<std::size_t>(size_), {});
     const hello h0 = entry<hello>(all, sizeof(hello), 0);
     for (int r = 0; r < size_; ++r) {
         const hello h = entry<hello>(all, sizeof(hello), r);
-        auto differs = [&](const char* field, const std::string& a, const std::string& b) {
-            return status(errc::invalid_argument, prefix + "ranks pass different configurations: rank " +
-                                                      std::to_string(r) + " has " + field + " = " + a +
-                                                      ", rank 0 has " + b);
-        };
-        auto sched = [](std::int32_t v) { return std::string(to_string(static_cast<exec::scheduler>(v))); };
-        auto mem = [](std::int32_t v) { return std::string(to_string(static_cast<exec::memory>(v))); };
-        if (h.gpus_per_server != h0.gpus_per_server)
-            return differs("gpus_per_server", std::to_string(h.gpus_per_server), std::to_string(h0.gpus_per_server));
-        if (h.scheduler != h0.scheduler) return differs("scheduler", sched(h.scheduler), sched(h0.scheduler));
-        if (h.memory != h0.memory) return differs("memory", mem(h.memory), mem(h0.memory));
-        if (h.iov != h0.iov) return differs("iov", h.iov ? "true" : "false", h0.iov ? "true" : "false");
-        if (h.flow != h0.flow) {
-            auto flow = [](std::int32_t v) { return std::string(to_string(static_cast<exec::flow_control>(v))); };
-            return differs("flow", flow(h.flow), flow(h0.flow));
-        }
-        for (int f = 0; f < 4; ++f)
-            if (h.fabric[f] != h0.fabric[f])
-                return differs(fabric_fields[f], std::to_string(h.fabric[f]), std::to_string(h0.fabric[f]));
+        if (status s = compare_configurations(h, h0, r, prefix); !s.ok()) return s;
         longest = std::max(longest, h.address_bytes);
         hosts[static_cast<std::size_t>(r)] = get_text(h.host);
     }
-    const grouping g = group_ranks(hosts, cfg.gpus_per_server);
-    if (!g.error.empty()) return status(errc::invalid_argument, prefix + g.error);
-    topo_ = fast::topology{g.servers, g.gpus_per_server, cfg.scale_up_gbps, cfg.scale_out_gbps, cfg.alpha_up_us,
-                           cfg.alpha_out_us};
+    return {};
+}
 
-    // Round 2: worker addresses; then endpoints, a message to and from every peer, a flush.
-    std::vector<unsigned char> padded(longest, 0);
-    std::copy(address.begin(), address.end(), padded.begin());
-    std::vector<unsigned char> addresses;
-    if (status s = gather(padded.data(), longest, addresses); !s.ok()) return s;
-    std::vector<const unsigned char*> where(static_cast<std::size_t>(size_));
-    for (int r = 0; r < size_; ++r) where[static_cast<std::size_t>(r)] = addresses.data() + static_cast<std::size_t>(r) * longest;
-    std::vector<char> same_host(static_cast<std::size_t>(size_), 0);
-    for (int r = 0; r < size_; ++r)
-        same_host[static_cast<std::size_t>(r)] = hosts[static_cast<std::size_t>(r)] == hosts[static_cast<std::size_t>(rank_)];
-    status connected;
-    if (text = worker_.connect(where, same_host); !text.empty())
-        connected = status(errc::transport, text);
-    else
-        connected = handshake();
+// Endpoints to every rank (`addresses`: rank r's worker address at r * stride), a message to
+// and from every peer, a flush, and the endpoints armed for aborts. Returns this rank's outcome
+// (reported to every rank in round 3).
+status communicator_impl::connect(const std::vector<unsigned char>& addresses, std::uint64_t stride,
+                                  const std::vector<std::string>& hosts) {
+    const auto ur = static_cast<std::size_t>(size_);
+    std::vector<const unsigned char*> where(ur);
+    std::vector<char> same_host(ur, 0);
+    for (std::size_t r = 0; r < ur; ++r) {
+        where[r] = addresses.data() + r * stride;
+        same_host[r] = hosts[r] == hosts[static_cast<std::size_t>(rank_)];
+    }
+    if (std::string e = worker_.connect(where, same_host); !e.empty()) return status(errc::transport, e);
+    if (status s = handshake(); !s.ok()) return s;
+    if (std::string e = worker_.arm_abort(); !e.empty()) return status(errc::transport, e);
+    return {};
+}
 
-    if (connected.ok())
-        if (text = worker_.arm_abort(); !text.empty()) connected = status(errc::transport, text);
-
-    // Round 3: did everyone connect?
+// Round 3: did everyone connect? The first rank that did not names the error every rank returns.
+status communicator_impl::report_connection(const status& connected) {
     report rep{};
     rep.error = static_cast<std::int32_t>(connected.code());
     std::string_view why = connected.ok() ? "" : connected.message();
     if (const std::string self = "rank " + std::to_string(rank_) + ": "; why.substr(0, self.size()) == self)
         why.remove_prefix(self.size()); // first_error names the rank
     put_text(rep.text, why);
+    std::vector<unsigned char> all;
     if (status s = gather(&rep, sizeof rep, all); !s.ok()) return s;
-    if (status s = first_error<report>(all, sizeof(report), size_, prefix.c_str()); !s.ok()) return s;
-
-    if (size_ > max_ranks)
-        return status(errc::invalid_argument, prefix + std::to_string(size_) + " ranks, more than the " +
-                                                  std::to_string(max_ranks) + " a message tag can name");
-    fast::plan_options options;
-    options.scheduler = cfg.scheduler == exec::scheduler::direct ? fast::scheduler::direct
-                      : cfg.scheduler == exec::scheduler::fast ? fast::scheduler::fast
-                                                               : fast::scheduler::automatic;
-    open_trace();
-    planner_ = std::make_unique<fast::planner>(topo_, options);
-    if (single_segments()) {
-        options.split_blocks = true;
-        split_planner_ = std::make_unique<fast::planner>(topo_, options);
-    }
-    op_ = std::make_unique<operation>(worker_, *memory_, cfg_.timeout, rank_, credits());
-    const auto ur = static_cast<std::size_t>(size_);
-    sendcounts_of_.resize(ur * ur);
-    return {};
+    return first_error<report>(all, sizeof(report), size_, "creating the communicator: ");
 }
 
 // Wires up every endpoint before the first call, in two rounds with every peer: a message
@@ -352,105 +385,134 @@ status communicator_impl::exchange(control kind, std::uint64_t seq, const void* 
     b.completed = 0;
     // Sized before anything is posted (cancelling must not allocate), and kept: no allocation
     // per call once the size is known.
-    std::vector<op_slot>& closing = exchange_closing_;
-    closing.assign(ur, op_slot{});
-    std::size_t expected = 0;
-    // Cancels what is posted: receives directly, sends by closing their endpoints. Never throws,
-    // so it also runs when a message cannot be built for lack of memory: that failure is handled
-    // here, while `out` and `mine` are still alive under UCX, not by unwinding past them.
-    auto cancel_posted = [&]() noexcept {
-        for (int r = 0; r < size_; ++r) {
-            if (r == rank_) continue;
-            worker_.cancel(b.slots[static_cast<std::size_t>(r)]);
-            if (!b.slots[ur + static_cast<std::size_t>(r)].done) (void)worker_.force_close(r, closing[static_cast<std::size_t>(r)]);
-        }
-        worker_.drain(b, expected, closing, std::min(cfg_.timeout, std::chrono::milliseconds(200)));
-    };
-    std::string error;
-    errc code = errc::transport;
+    exchange_closing_.assign(ur, op_slot{});
+    exchange_state x;
     try {
-        for (int r = 0; r < size_ && error.empty(); ++r) {
-            if (r == rank_) continue;
-            op_slot& s = b.slots[static_cast<std::size_t>(r)];
-            s.block = &b;
-            const ucs_status_t st = worker_.recv(out.data() + static_cast<std::size_t>(r) * bytes, bytes, false,
-                                                 make_control_tag(kind, seq, r), s, true);
-            if (st == UCS_INPROGRESS) ++expected;
-            else if (st != UCS_OK) error = "receiving from rank " + std::to_string(r) + ": " + ucx_error(st);
-        }
-        for (int r = 0; r < size_ && error.empty(); ++r) {
-            if (r == rank_) continue;
-            op_slot& s = b.slots[ur + static_cast<std::size_t>(r)];
-            s.block = &b;
-            const ucs_status_t st = worker_.send(r, mine, bytes, false, make_control_tag(kind, seq, rank_), s, true);
-            if (st == UCS_INPROGRESS) ++expected;
-            else if (st != UCS_OK) {
-                code = worker_.peer(r).error != UCS_OK ? errc::peer_failure : errc::transport;
-                error = "sending to rank " + std::to_string(r) + ": " + ucx_error(st);
-            }
-        }
-        const auto deadline = clock::now() + cfg_.timeout;
-        std::size_t seen = worker_.error_events();
-        while (error.empty() && b.completed < expected) {
-            if (worker_.aborted()) {
-                code = static_cast<errc>(worker_.abort_code());
-                if (code <= errc::ok || code > errc::internal) code = errc::peer_failure;
-                error = "rank " + std::to_string(worker_.abort_sender()) + " gave up on the call: " + worker_.abort_message();
-                break;
-            }
-            if (worker_.error_events() != seen) {
-                seen = worker_.error_events();
-                for (int r = 0; r < size_; ++r)
-                    if (r != rank_ && worker_.peer(r).error != UCS_OK &&
-                        (!b.slots[static_cast<std::size_t>(r)].done || !b.slots[ur + static_cast<std::size_t>(r)].done)) {
-                        code = errc::peer_failure;
-                        error = "rank " + std::to_string(r) + " failed (" + ucx_error(worker_.peer(r).error) + ")";
-                        break;
-                    }
-                if (!error.empty()) break;
-            }
-            // The deadline every round, not only when progress runs dry: it may never do.
-            const bool idle = worker_.progress() == 0;
-            if (b.completed < expected && clock::now() > deadline) {
-                std::string missing;
-                int count = 0;
-                for (int r = 0; r < size_; ++r)
-                    if (r != rank_ && !b.slots[static_cast<std::size_t>(r)].done && ++count <= 8)
-                        missing += (count > 1 ? ", " : "") + std::to_string(r);
-                code = errc::timeout;
-                error = "no message within " + std::to_string(cfg_.timeout.count()) + " ms from rank" +
-                        (count > 1 ? "s " : " ") + (missing.empty() ? "(none: sends pending)" : missing) +
-                        (count > 8 ? ", ..." : "");
-                break;
-            }
-            if (idle) worker_.idle(deadline);
-        }
-        for (int r = 0; r < size_ && error.empty(); ++r) {
-            if (r == rank_) continue;
-            const op_slot& in = b.slots[static_cast<std::size_t>(r)];
-            const op_slot& outgoing = b.slots[ur + static_cast<std::size_t>(r)];
-            if (in.status != UCS_OK || outgoing.status != UCS_OK) {
-                code = worker_.peer(r).error != UCS_OK ? errc::peer_failure : errc::transport;
-                error = "with rank " + std::to_string(r) + ": " +
-                        ucx_error(worker_.peer(r).error != UCS_OK ? worker_.peer(r).error
-                                  : in.status != UCS_OK          ? in.status
-                                                                 : outgoing.status);
-            } else if (in.length != bytes) {
-                code = errc::internal;
-                error = "rank " + std::to_string(r) + " sent " + std::to_string(in.length) + " bytes, expected " +
-                        std::to_string(bytes);
-            }
-        }
-        if (error.empty()) return {};
-        const status failure(code, "rank " + std::to_string(rank_) + ": " + what + ": " + error);
+        post_exchange(kind, seq, mine, bytes, out, x);
+        if (x.error.empty()) wait_exchange(x);
+        if (x.error.empty()) check_exchange(bytes, x);
+        if (x.error.empty()) return {};
+        const status failure(x.code, "rank " + std::to_string(rank_) + ": " + what + ": " + x.error);
         mark_failed(failure); // tells the peers before the endpoints are closed
-        cancel_posted();
+        cancel_exchange(x.expected);
         return failure;
     } catch (...) {
+        // Out of memory building a message: handled here, while `out` and `mine` are still
+        // alive under UCX, not by unwinding past them.
         const status failure = fail_thrown(); // tells the peers before the endpoints are closed
-        cancel_posted();
+        cancel_exchange(x.expected);
         return failure;
     }
+}
+
+// Posts a receive from every other rank (slot r), then a send to every other rank (slot R + r);
+// stops at the first that fails.
+void communicator_impl::post_exchange(control kind, std::uint64_t seq, const void* mine, std::size_t bytes,
+                                      std::vector<unsigned char>& out, exchange_state& x) {
+    const auto ur = static_cast<std::size_t>(size_);
+    slot_block& b = exchange_slots_;
+    for (int r = 0; r < size_ && x.error.empty(); ++r) {
+        if (r == rank_) continue;
+        op_slot& s = b.slots[static_cast<std::size_t>(r)];
+        s.block = &b;
+        const ucs_status_t st = worker_.recv(out.data() + static_cast<std::size_t>(r) * bytes, bytes, false,
+                                             make_control_tag(kind, seq, r), s, true);
+        if (st == UCS_INPROGRESS) ++x.expected;
+        else if (st != UCS_OK) x.error = "receiving from rank " + std::to_string(r) + ": " + ucx_error(st);
+    }
+    for (int r = 0; r < size_ && x.error.empty(); ++r) {
+        if (r == rank_) continue;
+        op_slot& s = b.slots[ur + static_cast<std::size_t>(r)];
+        s.block = &b;
+        const ucs_status_t st = worker_.send(r, mine, bytes, false, make_control_tag(kind, seq, rank_), s, true);
+        if (st == UCS_INPROGRESS) ++x.expected;
+        else if (st != UCS_OK) {
+            x.code = worker_.peer(r).error != UCS_OK ? errc::peer_failure : errc::transport;
+            x.error = "sending to rank " + std::to_string(r) + ": " + ucx_error(st);
+        }
+    }
+}
+
+// Progresses until every posted message completed, a peer gave up or failed, or the timeout.
+void communicator_impl::wait_exchange(exchange_state& x) {
+    const auto ur = static_cast<std::size_t>(size_);
+    const slot_block& b = exchange_slots_;
+    const auto deadline = clock::now() + cfg_.timeout;
+    std::size_t seen = worker_.error_events();
+    while (b.completed < x.expected) {
+        if (worker_.aborted()) {
+            x.code = static_cast<errc>(worker_.abort_code());
+            if (x.code <= errc::ok || x.code > errc::internal) x.code = errc::peer_failure;
+            x.error = "rank " + std::to_string(worker_.abort_sender()) + " gave up on the call: " + worker_.abort_message();
+            return;
+        }
+        if (worker_.error_events() != seen) {
+            seen = worker_.error_events();
+            for (int r = 0; r < size_; ++r)
+                if (r != rank_ && worker_.peer(r).error != UCS_OK &&
+                    (!b.slots[static_cast<std::size_t>(r)].done || !b.slots[ur + static_cast<std::size_t>(r)].done)) {
+                    x.code = errc::peer_failure;
+                    x.error = "rank " + std::to_string(r) + " failed (" + ucx_error(worker_.peer(r).error) + ")";
+                    return;
+                }
+        }
+        // The deadline every round, not only when progress runs dry: it may never do.
+        const bool idle = worker_.progress() == 0;
+        if (b.completed < x.expected && clock::now() > deadline) {
+            x.code = errc::timeout;
+            x.error = "no message within " + std::to_string(cfg_.timeout.count()) + " ms from " + silent_ranks();
+            return;
+        }
+        if (idle) worker_.idle(deadline);
+    }
+}
+
+// "ranks 2, 5" (at most 8 named): the ranks whose message of the current exchange has not come.
+std::string communicator_impl::silent_ranks() const {
+    std::string missing;
+    int count = 0;
+    for (int r = 0; r < size_; ++r)
+        if (r != rank_ && !exchange_slots_.slots[static_cast<std::size_t>(r)].done && ++count <= 8)
+            missing += (count > 1 ? ", " : "") + std::to_string(r);
+    return std::string("rank") + (count > 1 ? "s " : " ") + (missing.empty() ? "(none: sends pending)" : missing) +
+           (count > 8 ? ", ..." : "");
+}
+
+// Every message of a completed exchange succeeded and brought `bytes` bytes.
+void communicator_impl::check_exchange(std::size_t bytes, exchange_state& x) {
+    const auto ur = static_cast<std::size_t>(size_);
+    for (int r = 0; r < size_; ++r) {
+        if (r == rank_) continue;
+        const op_slot& in = exchange_slots_.slots[static_cast<std::size_t>(r)];
+        const op_slot& outgoing = exchange_slots_.slots[ur + static_cast<std::size_t>(r)];
+        const ucs_status_t peer_error = worker_.peer(r).error;
+        if (in.status != UCS_OK || outgoing.status != UCS_OK) {
+            x.code = peer_error != UCS_OK ? errc::peer_failure : errc::transport;
+            x.error = "with rank " + std::to_string(r) + ": " +
+                      ucx_error(peer_error != UCS_OK ? peer_error : in.status != UCS_OK ? in.status : outgoing.status);
+            return;
+        }
+        if (in.length != bytes) { // both ends agree on the size of every exchange: a bug
+            x.code = errc::internal;
+            x.error = "rank " + std::to_string(r) + " sent " + std::to_string(in.length) + " bytes, expected " +
+                      std::to_string(bytes);
+            return;
+        }
+    }
+}
+
+// Cancels what an exchange posted: receives directly, sends by closing their endpoints. Never
+// throws, so it also runs when a message cannot be built for lack of memory.
+void communicator_impl::cancel_exchange(std::size_t expected) noexcept {
+    const auto ur = static_cast<std::size_t>(size_);
+    slot_block& b = exchange_slots_;
+    for (int r = 0; r < size_; ++r) {
+        if (r == rank_) continue;
+        worker_.cancel(b.slots[static_cast<std::size_t>(r)]);
+        if (!b.slots[ur + static_cast<std::size_t>(r)].done)
+            (void)worker_.force_close(r, exchange_closing_[static_cast<std::size_t>(r)]);
+    }
+    worker_.drain(b, expected, exchange_closing_, std::min(cfg_.timeout, std::chrono::milliseconds(200)));
 }
 
 // Flushes the worker (bounded by the timeout), so that nothing this rank owes a peer is left in
@@ -483,7 +545,7 @@ status communicator_impl::flush() {
 
 communicator_impl::~communicator_impl() {
     write_trace();
-    op_.reset();
+    operation_.reset();
     // The worker first: closing it progresses UCX, and a receive abandoned after a failure may
     // still write into scratch (or use the device stream) until the worker is gone.
     worker_.close();
@@ -847,12 +909,12 @@ status communicator_impl::alltoallv(const call_args& a) {
     } catch (...) {
         trace_.open({}); // out of memory: no trace rather than a failed call
     }
-    op_->set_tracer(&trace_);
+    operation_->set_tracer(&trace_);
     status s = prepare(call_kind::alltoallv, a, seq);
     if (s.ok()) {
-        s = op_->start(program_, {a.send, a.recv, scratch_}, seq); // ends with a flush
-        if (s.ok()) s = op_->wait();
-        if (op_->broke_communicator()) mark_failed(s);
+        s = operation_->start(program_, {a.send, a.recv, scratch_}, seq); // ends with a flush
+        if (s.ok()) s = operation_->wait();
+        if (operation_->broke_communicator()) mark_failed(s);
     } else if (failed_.ok()) {
         if (status f = flush(); !f.ok()) s = f; // the exchanges' messages must be out too
     }
@@ -889,11 +951,11 @@ status communicator_impl::init(const call_args& a, program& out) {
 // --- persistent requests -------------------------------------------------------------------------
 
 request_impl::~request_impl() {
-    if (active && op) {
+    if (active && execution) {
         // Tell the peers first: cancelling closes the endpoints of exactly those that wait on
         // this rank, and no abort goes over a closed endpoint.
         comm->mark_failed(status(errc::comm_failed, "a persistent request was destroyed while active"));
-        (void)op->cancel(status(errc::internal, "the request was destroyed while active"));
+        (void)execution->cancel(status(errc::internal, "the request was destroyed while active"));
         comm->set_busy(false);
     }
 }
@@ -901,7 +963,7 @@ request_impl::~request_impl() {
 status request_impl::start() {
     if (active) return status(errc::busy, "rank " + std::to_string(comm->rank()) + ": the request is already active");
     if (status s = comm->check_usable("start"); !s.ok()) return s;
-    if (comm->scratch_capacity() < prog.scratch_bytes) {
+    if (comm->scratch_capacity() < compiled.scratch_bytes) {
         // The peers start and wait for this rank: tell them.
         const status failure(errc::internal, "rank " + std::to_string(comm->rank()) + ": scratch smaller than the request's plan needs");
         comm->mark_failed(failure);
@@ -914,13 +976,13 @@ status request_impl::start() {
         try {
             const std::size_t k = t.begin_call(seq, true, sendcounts);
             t.call(k).agreed_ns = t.call(k).planned_ns = t.call(k).compiled_ns = t.call(k).start_ns;
-            t.call(k).plan_steps = prog.plan_steps;
+            t.call(k).plan_steps = compiled.plan_steps;
         } catch (...) {
             t.open({});
         }
     }
-    op->set_tracer(&comm->trace());
-    status s = op->start(prog, {send, recv, comm->scratch()}, seq);
+    execution->set_tracer(&comm->trace());
+    status s = execution->start(compiled, {send, recv, comm->scratch()}, seq);
     if (!s.ok()) return finish(s);
     return {};
 }
@@ -932,7 +994,7 @@ status request_impl::finish(status s) {
         t.call(t.current()).end_ns = clock_ns();
         t.call(t.current()).ok = s.ok();
     }
-    if (op->broke_communicator()) comm->mark_failed(s);
+    if (execution->broke_communicator()) comm->mark_failed(s);
     ++(s.ok() ? comm->stats().operations : comm->stats().failures);
     return s;
 }
@@ -942,7 +1004,7 @@ status request_impl::test(bool& done) {
         done = true;
         return {};
     }
-    status s = op->test(done);
+    status s = execution->test(done);
     if (!s.ok() || done) {
         done = true;
         return finish(s);
@@ -952,7 +1014,7 @@ status request_impl::test(bool& done) {
 
 status request_impl::wait() {
     if (!active) return {};
-    return finish(op->wait());
+    return finish(execution->wait());
 }
 
 } // namespace detail
@@ -1025,10 +1087,10 @@ status communicator::alltoallv_init(const void* send, std::span<const std::size_
         // Everything this rank allocates comes before init, which agrees with the peers: after it,
         // running out of memory would leave them a request this rank does not have.
         auto r = std::make_unique<detail::request_impl>();
-        r->op = std::make_unique<detail::operation>(impl_->transport(), impl_->memory(), impl_->timeout(), impl_->rank(),
+        r->execution = std::make_unique<detail::operation>(impl_->transport(), impl_->memory(), impl_->timeout(), impl_->rank(),
                                                     impl_->credits());
         if (impl_->trace().on()) r->sendcounts.assign(sendcounts.begin(), sendcounts.end());
-        if (status s = impl_->init({send, sendcounts, sdispls, recv, recvcounts, rdispls}, r->prog); !s.ok()) return s;
+        if (status s = impl_->init({send, sendcounts, sdispls, recv, recvcounts, rdispls}, r->compiled); !s.ok()) return s;
         r->comm = impl_;
         r->send = send;
         r->recv = recv;

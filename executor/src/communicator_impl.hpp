@@ -76,9 +76,29 @@ private:
     status agree(call_kind kind, std::uint64_t seq, const call_args& a, std::string local_error);
     status plan_matrix();
     status ensure_scratch();
+    // Creation, round by round.
+    status set_up(std::vector<unsigned char>& address);
+    status agree_on_configuration(const status& local, std::size_t address_bytes, std::vector<std::string>& hosts,
+                                  std::uint64_t& longest);
+    status connect(const std::vector<unsigned char>& addresses, std::uint64_t stride,
+                   const std::vector<std::string>& hosts);
+    status report_connection(const status& connected);
     status handshake();
+
+    /// An exchange() in progress: how many posted messages complete later, and the first error.
+    struct exchange_state {
+        std::size_t expected = 0;
+        errc code = errc::transport;
+        std::string error; ///< empty while all is well
+    };
     status exchange(control kind, std::uint64_t seq, const void* mine, std::size_t bytes,
                     std::vector<unsigned char>& out, const char* what);
+    void post_exchange(control kind, std::uint64_t seq, const void* mine, std::size_t bytes,
+                       std::vector<unsigned char>& out, exchange_state& x);
+    void wait_exchange(exchange_state& x);
+    void check_exchange(std::size_t bytes, exchange_state& x);
+    [[nodiscard]] std::string silent_ranks() const;
+    void cancel_exchange(std::size_t expected) noexcept;
     status flush();
     status gather(const void* send, std::size_t bytes, std::vector<unsigned char>& out);
     [[nodiscard]] std::string validate(const call_args& a) const;
@@ -92,7 +112,7 @@ private:
     std::unique_ptr<memory_backend> memory_;
     std::unique_ptr<fast::planner> planner_;
     std::unique_ptr<fast::planner> split_planner_; ///< with split blocks (single-segment messages)
-    std::unique_ptr<operation> op_;
+    std::unique_ptr<operation> operation_; ///< runs this communicator's blocking calls
 
     // This rank's part of the plan of the last matrix (cache), and whether it splits blocks.
     bool have_plan_ = false;
@@ -124,10 +144,10 @@ private:
 class request_impl {
 public:
     std::shared_ptr<communicator_impl> comm;
-    program prog;
+    program compiled; ///< this rank's program for the request's counts and displacements
     const void* send = nullptr;
     void* recv = nullptr;
-    std::unique_ptr<operation> op;
+    std::unique_ptr<operation> execution; ///< carries the program out, once per start
     bool active = false;
     std::vector<std::size_t> sendcounts; ///< for traces (when the communicator traces)
 

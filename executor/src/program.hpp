@@ -72,9 +72,13 @@ enum class control : std::uint64_t { hello = 1, ready = 2, counts = 3, abort = 5
     return static_cast<std::uint32_t>(tag);
 }
 
+inline constexpr int tag_control_kind_shift = 56;
+inline constexpr int tag_control_seq_shift = 32;
+inline constexpr std::uint64_t tag_control_seq_mask = (std::uint64_t{1} << 24) - 1;
+
 [[nodiscard]] constexpr std::uint64_t make_control_tag(control kind, std::uint64_t seq, int sender) noexcept {
-    return tag_control | (static_cast<std::uint64_t>(kind) << 56) | ((seq & 0xffffff) << 32) |
-           static_cast<std::uint32_t>(sender);
+    return tag_control | (static_cast<std::uint64_t>(kind) << tag_control_kind_shift) |
+           ((seq & tag_control_seq_mask) << tag_control_seq_shift) | static_cast<std::uint32_t>(sender);
 }
 
 /// Ops of this rank, step by step (only the steps in which it takes part).

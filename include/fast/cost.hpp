@@ -29,7 +29,7 @@ struct port_batch {
     fast::port port = port::out_send;
     double start_us = 0;
     double end_us = 0;
-    std::int64_t bytes = 0;
+    std::int64_t bytes = 0; ///< saturates at INT64_MAX (a plan may send more through a port)
 };
 
 struct prediction {
@@ -43,30 +43,51 @@ namespace detail {
 [[nodiscard]] constexpr double transfer_us(std::int64_t bytes, double gbps) noexcept {
     return static_cast<double>(bytes) / (gbps * 1e3);
 }
+
+/// A port's bytes in one step: the sum of its transfers' bytes. Each is below 2^63 but a valid
+/// plan may read the same bytes many times in one step (to several ranks), so the sum takes 128
+/// bits: no plan of fewer than 2^64 transfers can overflow it. Below 2^63 it converts to the same
+/// double as an int64 would, so predictions are those of an int64 sum wherever that fits.
+__extension__ typedef __int128 batch_bytes;
+
+/// The sum as int64 bytes, saturating at INT64_MAX (for port_batch::bytes).
+[[nodiscard]] constexpr std::int64_t saturate_bytes(batch_bytes bytes) noexcept {
+    return bytes > INT64_MAX ? INT64_MAX : static_cast<std::int64_t>(bytes);
+}
+
+inline constexpr std::size_t ports_per_rank = 4;
+
+/// A rank's port for sending (receiving) over `t`.
+[[nodiscard]] constexpr port sending_port(tier t) noexcept { return t == tier::scale_out ? port::out_send : port::up_send; }
+[[nodiscard]] constexpr port receiving_port(tier t) noexcept { return t == tier::scale_out ? port::out_recv : port::up_recv; }
+[[nodiscard]] constexpr bool is_scale_out(port p) noexcept { return p == port::out_send || p == port::out_recv; }
+
+/// The index of `rank`'s port `p` in per-port arrays.
+[[nodiscard]] constexpr std::size_t port_index(int rank, port p) noexcept {
+    return static_cast<std::size_t>(rank) * ports_per_rank + static_cast<std::size_t>(p);
+}
 } // namespace detail
 
 /// Runs the model over `p`. With `record_batches`, also returns every port batch (for
 /// timelines). O(transfers + R).
 [[nodiscard]] inline prediction simulate(const plan& p, bool record_batches = false) {
+    using detail::port_index;
     const topology& topo = p.topology;
     const auto r = static_cast<std::size_t>(topo.ranks());
+    const std::size_t ports = r * detail::ports_per_rank;
     prediction out;
     std::vector<double> start(r, 0.0);
     std::vector<double> finish(r, 0.0);
-    std::vector<double> batch_start(r * 4, 0.0);
-    std::vector<double> batch_end(r * 4, 0.0);
-    std::vector<std::int64_t> batch_bytes(r * 4, 0);
-    std::vector<std::size_t> batch_stamp(r * 4, SIZE_MAX);
+    std::vector<double> batch_start(ports, 0.0);
+    std::vector<double> batch_end(ports, 0.0);
+    std::vector<detail::batch_bytes> batch_bytes(ports, 0);
+    std::vector<std::size_t> batch_stamp(ports, SIZE_MAX);
     std::vector<std::size_t> touched_ports;
     std::vector<std::size_t> touched_ranks;
     std::vector<std::size_t> rank_stamp(r, SIZE_MAX);
 
-    auto send_port = [](const transfer& t) {
-        return static_cast<std::size_t>(t.src) * 4 + (t.tier == tier::scale_out ? 0 : 2);
-    };
-    auto recv_port = [](const transfer& t) {
-        return static_cast<std::size_t>(t.dst) * 4 + (t.tier == tier::scale_out ? 1 : 3);
-    };
+    auto send_port = [](const transfer& t) { return port_index(t.src, detail::sending_port(t.tier)); };
+    auto recv_port = [](const transfer& t) { return port_index(t.dst, detail::receiving_port(t.tier)); };
 
     for (std::size_t k = 0; k < p.steps(); ++k) {
         const auto transfers = p.step(k);
@@ -94,21 +115,22 @@ namespace detail {
                 }
         }
         for (const std::size_t q : touched_ports) {
-            const bool out_tier = q % 4 < 2;
+            const auto which = static_cast<port>(q % detail::ports_per_rank);
+            const bool out_tier = detail::is_scale_out(which);
+            const double gbps = out_tier ? topo.scale_out_gbps : topo.scale_up_gbps;
             batch_end[q] = batch_start[q] + (out_tier ? topo.alpha_out_us : topo.alpha_up_us) +
-                           detail::transfer_us(batch_bytes[q], out_tier ? topo.scale_out_gbps
-                                                                        : topo.scale_up_gbps);
+                           static_cast<double>(batch_bytes[q]) / (gbps * 1e3);
             if (record_batches)
-                out.batches.push_back({static_cast<std::uint32_t>(k), static_cast<int>(q / 4),
-                                       static_cast<port>(q % 4), batch_start[q], batch_end[q],
-                                       batch_bytes[q]});
+                out.batches.push_back({static_cast<std::uint32_t>(k),
+                                       static_cast<int>(q / detail::ports_per_rank), which, batch_start[q],
+                                       batch_end[q], detail::saturate_bytes(batch_bytes[q])});
         }
         for (const transfer& t : transfers) {
             const double end = std::max(batch_end[send_port(t)], batch_end[recv_port(t)]);
-            auto& fs = finish[static_cast<std::size_t>(t.src)];
-            auto& fd = finish[static_cast<std::size_t>(t.dst)];
-            fs = std::max(fs, end);
-            fd = std::max(fd, end);
+            auto& sender = finish[static_cast<std::size_t>(t.src)];
+            auto& receiver = finish[static_cast<std::size_t>(t.dst)];
+            sender = std::max(sender, end);
+            receiver = std::max(receiver, end);
         }
         for (const std::size_t rank : touched_ranks) start[rank] = finish[rank];
     }

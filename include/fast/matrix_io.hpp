@@ -7,7 +7,8 @@
 ///    traces in shared/workloads).
 /// Entries are non-negative integers with an optional binary suffix K, M, G or T (x1024^n).
 /// Blank lines and lines starting with '#' are ignored. Every entry is multiplied by `unit`
-/// (e.g. bytes per token). Errors name the line, the column and the text.
+/// (e.g. bytes per token). Errors name the line, the column and the text (quoted with
+/// detail::quote_input: cut to a few dozen characters, control bytes escaped).
 
 #include <cctype>
 #include <cstdint>
@@ -41,7 +42,7 @@ std::int64_t parse_entry(std::string_view text, std::int64_t unit, Where&& where
     std::size_t digits = 0;
     while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
     auto bad = [&](const char* why) {
-        return invalid_argument(where() + ": '" + std::string(text) + "' " + why);
+        return invalid_argument(where() + ": '" + quote_input(text) + "' " + why);
     };
     if (digits == 0) {
         if (!text.empty() && text[0] == '-') throw bad("is negative");

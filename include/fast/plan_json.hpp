@@ -55,15 +55,11 @@ struct plan_document {
 inline void write_plan_json(std::ostream& out, const plan& p, const traffic_matrix& m,
                             const plan_summary& summary) {
     using nlohmann::json;
-    const topology& t = p.topology;
-    json head;
-    head["servers"] = t.servers;
-    head["gpus_per_server"] = t.gpus_per_server;
-    head["scale_up_gbps"] = t.scale_up_gbps;
-    head["scale_out_gbps"] = t.scale_out_gbps;
-    head["alpha_up_us"] = t.alpha_up_us;
-    head["alpha_out_us"] = t.alpha_out_us;
-    out << "{\"format\": " << json(plan_format).dump() << ",\n \"topology\": " << head.dump()
+    const topology& topo = p.topology;
+    const json topology_json = {{"servers", topo.servers},           {"gpus_per_server", topo.gpus_per_server},
+                                {"scale_up_gbps", topo.scale_up_gbps}, {"scale_out_gbps", topo.scale_out_gbps},
+                                {"alpha_up_us", topo.alpha_up_us},     {"alpha_out_us", topo.alpha_out_us}};
+    out << "{\"format\": " << json(plan_format).dump() << ",\n \"topology\": " << topology_json.dump()
         << ",\n \"scheduler\": " << json(p.scheduler).dump()
         << ",\n \"one_to_one_scale_out\": " << (p.one_to_one_scale_out ? "true" : "false")
         << ",\n \"matrix\": [";
@@ -76,23 +72,22 @@ inline void write_plan_json(std::ostream& out, const plan& p, const traffic_matr
     for (std::size_t k = 0; k < p.steps(); ++k) {
         out << (k ? ",\n  " : "\n  ") << "{\"transfers\": [";
         bool first = true;
-        for (const transfer& x : p.step(k)) {
-            out << (first ? "\n    " : ",\n    ") << "{\"src\": " << x.src << ", \"dst\": " << x.dst
-                << ", \"bytes\": " << x.bytes << ", \"tier\": \"" << to_string(x.tier)
-                << "\", \"src_buffer\": \"" << to_string(x.src_buffer) << "\", \"src_offset\": "
-                << x.src_offset << ", \"dst_buffer\": \"" << to_string(x.dst_buffer)
-                << "\", \"dst_offset\": " << x.dst_offset << '}';
+        for (const transfer& t : p.step(k)) {
+            out << (first ? "\n    " : ",\n    ") << "{\"src\": " << t.src << ", \"dst\": " << t.dst
+                << ", \"bytes\": " << t.bytes << ", \"tier\": \"" << to_string(t.tier)
+                << "\", \"src_buffer\": \"" << to_string(t.src_buffer) << "\", \"src_offset\": "
+                << t.src_offset << ", \"dst_buffer\": \"" << to_string(t.dst_buffer)
+                << "\", \"dst_offset\": " << t.dst_offset << '}';
             first = false;
         }
         out << "]}";
     }
-    json s;
-    s["stages"] = summary.stages;
-    s["steps"] = summary.steps;
-    s["planning_time_us"] = summary.planning_time_us;
-    s["predicted_time_us"] = summary.predicted_time_us;
-    s["lower_bound_us"] = summary.lower_bound_us;
-    out << "],\n \"summary\": " << s.dump() << "\n}\n";
+    const json summary_json = {{"stages", summary.stages},
+                               {"steps", summary.steps},
+                               {"planning_time_us", summary.planning_time_us},
+                               {"predicted_time_us", summary.predicted_time_us},
+                               {"lower_bound_us", summary.lower_bound_us}};
+    out << "],\n \"summary\": " << summary_json.dump() << "\n}\n";
 }
 
 namespace detail {
@@ -107,11 +102,11 @@ inline const nlohmann::json& json_field(const nlohmann::json& j, const char* key
 inline std::int64_t json_integer(const nlohmann::json& j, const std::string& where, std::int64_t min,
                                  std::int64_t max) {
     if (!j.is_number_integer())
-        throw invalid_argument(where + ": expected an integer, got " + j.dump());
+        throw invalid_argument(where + ": expected an integer, got " + quote_input(j.dump()));
     std::int64_t v = 0;
     if (j.is_number_unsigned()) {
         const auto u = j.get<std::uint64_t>();
-        if (u > static_cast<std::uint64_t>(INT64_MAX)) throw invalid_argument(where + ": " + j.dump() + " is too large");
+        if (u > static_cast<std::uint64_t>(INT64_MAX)) throw invalid_argument(where + ": " + quote_input(j.dump()) + " is too large");
         v = static_cast<std::int64_t>(u);
     } else {
         v = j.get<std::int64_t>();
@@ -123,13 +118,133 @@ inline std::int64_t json_integer(const nlohmann::json& j, const std::string& whe
 }
 
 inline double json_number(const nlohmann::json& j, const std::string& where) {
-    if (!j.is_number()) throw invalid_argument(where + ": expected a number, got " + j.dump());
+    if (!j.is_number()) throw invalid_argument(where + ": expected a number, got " + quote_input(j.dump()));
     return j.get<double>();
 }
 
 inline std::string json_string(const nlohmann::json& j, const std::string& where) {
-    if (!j.is_string()) throw invalid_argument(where + ": expected a string, got " + j.dump());
+    if (!j.is_string()) throw invalid_argument(where + ": expected a string, got " + quote_input(j.dump()));
     return j.get<std::string>();
+}
+
+} // namespace detail
+
+namespace detail {
+
+/// An array field of exactly `size` entries; `what` says what they are, in the error.
+inline const nlohmann::json& json_array(const nlohmann::json& j, std::size_t size, const std::string& where,
+                                        const std::string& what) {
+    if (!j.is_array() || j.size() != size)
+        throw invalid_argument(where + ": expected " + std::to_string(size) + " " + what);
+    return j;
+}
+
+inline topology read_topology_json(const nlohmann::json& j, const std::string& where) {
+    auto count = [&](const char* key) {
+        return static_cast<int>(json_integer(json_field(j, key, where), where + "." + key, 1, INT32_MAX));
+    };
+    auto number = [&](const char* key) { return json_number(json_field(j, key, where), where + "." + key); };
+    topology t;
+    t.servers = count("servers");
+    t.gpus_per_server = count("gpus_per_server");
+    t.scale_up_gbps = number("scale_up_gbps");
+    t.scale_out_gbps = number("scale_out_gbps");
+    t.alpha_up_us = number("alpha_up_us");
+    t.alpha_out_us = number("alpha_out_us");
+    try {
+        validate(t);
+    } catch (const invalid_argument& e) {
+        throw invalid_argument(where + ": " + e.what());
+    }
+    return t;
+}
+
+inline traffic_matrix read_matrix_json(const nlohmann::json& j, const topology& t, const std::string& where) {
+    const int ranks = t.ranks();
+    const auto size = static_cast<std::size_t>(ranks);
+    json_array(j, size, where, "rows of " + std::to_string(ranks) + " entries (servers x gpus_per_server ranks)");
+    traffic_matrix m(ranks, ranks);
+    for (int i = 0; i < ranks; ++i) {
+        const std::string row = where + "[" + std::to_string(i) + "]";
+        const nlohmann::json& entries = json_array(j[static_cast<std::size_t>(i)], size, row, "entries");
+        for (int k = 0; k < ranks; ++k)
+            m(i, k) = json_integer(entries[static_cast<std::size_t>(k)], row + "[" + std::to_string(k) + "]", 0,
+                                   INT64_MAX);
+    }
+    try {
+        validate_traffic(m, t);
+    } catch (const invalid_argument& e) {
+        throw invalid_argument(where + ": " + e.what());
+    }
+    return m;
+}
+
+inline tier read_tier_json(const nlohmann::json& j, const std::string& where) {
+    const std::string name = json_string(j, where);
+    if (name == "scale_up") return tier::scale_up;
+    if (name == "scale_out") return tier::scale_out;
+    throw invalid_argument(where + ": expected \"scale_up\" or \"scale_out\", got \"" + quote_input(name) + "\"");
+}
+
+inline buffer read_buffer_json(const nlohmann::json& j, const std::string& where) {
+    const std::string name = json_string(j, where);
+    if (name == "send") return buffer::send;
+    if (name == "recv") return buffer::recv;
+    if (name == "scratch") return buffer::scratch;
+    throw invalid_argument(where + ": expected \"send\", \"recv\" or \"scratch\", got \"" + quote_input(name) + "\"");
+}
+
+/// One transfer between ranks [0, ranks); its consistency with the plan is the verifier's job.
+inline transfer read_transfer_json(const nlohmann::json& j, int ranks, const std::string& where) {
+    auto field = [&](const char* key) -> const nlohmann::json& { return json_field(j, key, where); };
+    auto integer = [&](const char* key, std::int64_t max) {
+        return json_integer(field(key), where + "." + key, 0, max);
+    };
+    transfer t;
+    t.src = static_cast<std::int32_t>(integer("src", ranks - 1));
+    t.dst = static_cast<std::int32_t>(integer("dst", ranks - 1));
+    t.bytes = integer("bytes", INT64_MAX);
+    t.src_offset = integer("src_offset", INT64_MAX);
+    t.dst_offset = integer("dst_offset", INT64_MAX);
+    t.tier = read_tier_json(field("tier"), where + ".tier");
+    t.src_buffer = read_buffer_json(field("src_buffer"), where + ".src_buffer");
+    t.dst_buffer = read_buffer_json(field("dst_buffer"), where + ".dst_buffer");
+    return t;
+}
+
+/// The steps into `p` (whose topology is set).
+inline void read_steps_json(const nlohmann::json& j, const std::string& where, plan& p) {
+    if (!j.is_array()) throw invalid_argument(where + ": expected an array");
+    p.transfers.clear();
+    p.step_offsets.assign(1, 0);
+    const int ranks = p.topology.ranks();
+    for (std::size_t k = 0; k < j.size(); ++k) {
+        const std::string step = where + "[" + std::to_string(k) + "]";
+        const nlohmann::json& transfers = json_field(j[k], "transfers", step);
+        if (!transfers.is_array()) throw invalid_argument(step + ".transfers: expected an array");
+        for (std::size_t i = 0; i < transfers.size(); ++i)
+            p.transfers.push_back(
+                read_transfer_json(transfers[i], ranks, step + ".transfers[" + std::to_string(i) + "]"));
+        p.end_step();
+    }
+}
+
+/// The summary, informative only: a missing or odd figure reads as 0.
+inline plan_summary read_summary_json(const nlohmann::json& document) {
+    plan_summary out;
+    const auto it = document.find("summary");
+    if (it == document.end() || !it->is_object()) return out;
+    auto number = [&summary = *it](const char* key) {
+        const auto f = summary.find(key);
+        const double v = f != summary.end() && f->is_number() ? f->get<double>() : 0.0;
+        return std::isfinite(v) && v >= 0 && v < 1e18 ? v : 0.0;
+    };
+    out.planning_time_us = number("planning_time_us");
+    out.predicted_time_us = number("predicted_time_us");
+    out.lower_bound_us = number("lower_bound_us");
+    out.stages = static_cast<std::size_t>(number("stages"));
+    out.steps = static_cast<std::size_t>(number("steps"));
+    return out;
 }
 
 } // namespace detail
@@ -139,111 +254,36 @@ inline std::string json_string(const nlohmann::json& j, const std::string& where
 /// steps[3].transfers[17].tier. Throws fast::invalid_argument.
 [[nodiscard]] inline plan_document read_plan_json(std::istream& in, const std::string& name = "plan") {
     using nlohmann::json;
-    json j;
-    try {
-        j = json::parse(in);
-    } catch (const json::exception& e) {
-        throw invalid_argument(name + ": not valid JSON (" + e.what() + ")");
-    }
     using detail::json_field;
-    using detail::json_integer;
-    const std::string format = detail::json_string(json_field(j, "format", name), name + ".format");
+    json document;
+    try {
+        document = json::parse(in);
+    } catch (const json::exception& e) {
+        throw invalid_argument(name + ": not valid JSON (" + detail::quote_input(e.what(), 200) + ")");
+    }
+    const std::string format = detail::json_string(json_field(document, "format", name), name + ".format");
     if (format != plan_format)
-        throw invalid_argument(name + ".format: \"" + format + "\" is not \"" + plan_format + "\"");
+        throw invalid_argument(name + ".format: \"" + detail::quote_input(format) + "\" is not \"" + plan_format +
+                               "\"");
     plan_document doc;
     plan& p = doc.plan;
-    const json& tj = json_field(j, "topology", name);
-    topology& t = p.topology;
-    t.servers = static_cast<int>(json_integer(json_field(tj, "servers", name + ".topology"), name + ".topology.servers", 1, INT32_MAX));
-    t.gpus_per_server = static_cast<int>(json_integer(json_field(tj, "gpus_per_server", name + ".topology"),
-                                                      name + ".topology.gpus_per_server", 1, INT32_MAX));
-    t.scale_up_gbps = detail::json_number(json_field(tj, "scale_up_gbps", name + ".topology"), name + ".topology.scale_up_gbps");
-    t.scale_out_gbps = detail::json_number(json_field(tj, "scale_out_gbps", name + ".topology"), name + ".topology.scale_out_gbps");
-    t.alpha_up_us = detail::json_number(json_field(tj, "alpha_up_us", name + ".topology"), name + ".topology.alpha_up_us");
-    t.alpha_out_us = detail::json_number(json_field(tj, "alpha_out_us", name + ".topology"), name + ".topology.alpha_out_us");
-    try {
-        validate(t);
-    } catch (const invalid_argument& e) {
-        throw invalid_argument(name + ".topology: " + e.what());
-    }
-    p.scheduler = detail::json_string(json_field(j, "scheduler", name), name + ".scheduler");
-    if (const auto it = j.find("one_to_one_scale_out"); it != j.end()) {
+    p.topology = detail::read_topology_json(json_field(document, "topology", name), name + ".topology");
+    p.scheduler = detail::json_string(json_field(document, "scheduler", name), name + ".scheduler");
+    if (const auto it = document.find("one_to_one_scale_out"); it != document.end()) {
         if (!it->is_boolean()) throw invalid_argument(name + ".one_to_one_scale_out: expected true or false");
         p.one_to_one_scale_out = it->get<bool>();
     }
-    const int r = t.ranks();
-    const json& mj = json_field(j, "matrix", name);
-    if (!mj.is_array() || mj.size() != static_cast<std::size_t>(r))
-        throw invalid_argument(name + ".matrix: expected " + std::to_string(r) + " rows of " +
-                               std::to_string(r) + " entries (servers x gpus_per_server ranks)");
-    doc.matrix.resize(r, r);
-    for (int i = 0; i < r; ++i) {
-        const json& row = mj[static_cast<std::size_t>(i)];
-        const std::string where = name + ".matrix[" + std::to_string(i) + "]";
-        if (!row.is_array() || row.size() != static_cast<std::size_t>(r))
-            throw invalid_argument(where + ": expected " + std::to_string(r) + " entries");
-        for (int k = 0; k < r; ++k)
-            doc.matrix(i, k) = json_integer(row[static_cast<std::size_t>(k)], where + "[" + std::to_string(k) + "]", 0, INT64_MAX);
-    }
-    try {
-        validate_traffic(doc.matrix, t);
-    } catch (const invalid_argument& e) {
-        throw invalid_argument(name + ".matrix: " + e.what());
-    }
-    const json& sj = json_field(j, "scratch_bytes", name);
-    if (!sj.is_array() || sj.size() != static_cast<std::size_t>(r))
-        throw invalid_argument(name + ".scratch_bytes: expected " + std::to_string(r) + " entries (one per rank)");
-    p.scratch_bytes.resize(static_cast<std::size_t>(r));
-    for (int i = 0; i < r; ++i)
-        p.scratch_bytes[static_cast<std::size_t>(i)] =
-            json_integer(sj[static_cast<std::size_t>(i)], name + ".scratch_bytes[" + std::to_string(i) + "]", 0, INT64_MAX);
-    const json& steps = json_field(j, "steps", name);
-    if (!steps.is_array()) throw invalid_argument(name + ".steps: expected an array");
-    p.transfers.clear();
-    p.step_offsets.assign(1, 0);
-    for (std::size_t k = 0; k < steps.size(); ++k) {
-        const std::string sw = name + ".steps[" + std::to_string(k) + "]";
-        const json& list = json_field(steps[k], "transfers", sw);
-        if (!list.is_array()) throw invalid_argument(sw + ".transfers: expected an array");
-        for (std::size_t i = 0; i < list.size(); ++i) {
-            const json& x = list[i];
-            const std::string w = sw + ".transfers[" + std::to_string(i) + "]";
-            transfer tr;
-            tr.src = static_cast<std::int32_t>(json_integer(json_field(x, "src", w), w + ".src", 0, r - 1));
-            tr.dst = static_cast<std::int32_t>(json_integer(json_field(x, "dst", w), w + ".dst", 0, r - 1));
-            tr.bytes = json_integer(json_field(x, "bytes", w), w + ".bytes", 0, INT64_MAX);
-            tr.src_offset = json_integer(json_field(x, "src_offset", w), w + ".src_offset", 0, INT64_MAX);
-            tr.dst_offset = json_integer(json_field(x, "dst_offset", w), w + ".dst_offset", 0, INT64_MAX);
-            const std::string tier_name = detail::json_string(json_field(x, "tier", w), w + ".tier");
-            if (tier_name == "scale_up") tr.tier = tier::scale_up;
-            else if (tier_name == "scale_out") tr.tier = tier::scale_out;
-            else throw invalid_argument(w + ".tier: expected \"scale_up\" or \"scale_out\", got \"" + tier_name + "\"");
-            auto buffer_of = [&](const char* key) {
-                const std::string b = detail::json_string(json_field(x, key, w), w + "." + key);
-                if (b == "send") return buffer::send;
-                if (b == "recv") return buffer::recv;
-                if (b == "scratch") return buffer::scratch;
-                throw invalid_argument(w + "." + key + ": expected \"send\", \"recv\" or \"scratch\", got \"" + b + "\"");
-            };
-            tr.src_buffer = buffer_of("src_buffer");
-            tr.dst_buffer = buffer_of("dst_buffer");
-            p.transfers.push_back(tr);
-        }
-        p.end_step();
-    }
-    if (const auto it = j.find("summary"); it != j.end() && it->is_object()) {
-        const json& s = *it;
-        auto number = [&](const char* key) {
-            const auto f = s.find(key);
-            const double v = f != s.end() && f->is_number() ? f->get<double>() : 0.0;
-            return std::isfinite(v) && v >= 0 && v < 1e18 ? v : 0.0; // informative only
-        };
-        doc.summary.planning_time_us = number("planning_time_us");
-        doc.summary.predicted_time_us = number("predicted_time_us");
-        doc.summary.lower_bound_us = number("lower_bound_us");
-        doc.summary.stages = static_cast<std::size_t>(number("stages"));
-        doc.summary.steps = static_cast<std::size_t>(number("steps"));
-    }
+    doc.matrix = detail::read_matrix_json(json_field(document, "matrix", name), p.topology, name + ".matrix");
+    const int ranks = p.topology.ranks();
+    const json& scratch = detail::json_array(json_field(document, "scratch_bytes", name),
+                                             static_cast<std::size_t>(ranks), name + ".scratch_bytes",
+                                             "entries (one per rank)");
+    p.scratch_bytes.resize(static_cast<std::size_t>(ranks));
+    for (std::size_t i = 0; i < p.scratch_bytes.size(); ++i)
+        p.scratch_bytes[i] =
+            detail::json_integer(scratch[i], name + ".scratch_bytes[" + std::to_string(i) + "]", 0, INT64_MAX);
+    detail::read_steps_json(json_field(document, "steps", name), name + ".steps", p);
+    doc.summary = detail::read_summary_json(document);
     return doc;
 }
 

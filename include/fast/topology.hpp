@@ -68,12 +68,12 @@ inline void validate(const topology& t) {
     auto positive = [](double v, const char* name) {
         if (!(std::isfinite(v) && v > 0))
             throw invalid_argument(std::string(name) + " must be positive and finite, got " +
-                                   std::to_string(v));
+                                   detail::format_number(v));
     };
     auto non_negative = [](double v, const char* name) {
         if (!(std::isfinite(v) && v >= 0))
             throw invalid_argument(std::string(name) + " must be non-negative and finite, got " +
-                                   std::to_string(v));
+                                   detail::format_number(v));
     };
     positive(t.scale_up_gbps, "scale_up_gbps");
     positive(t.scale_out_gbps, "scale_out_gbps");

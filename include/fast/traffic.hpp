@@ -85,13 +85,13 @@ void validate_traffic(const Eigen::MatrixBase<Derived>& m, const topology& topo)
                 if (!std::isfinite(v))
                     throw invalid_argument(detail::entry_name(i, j) + " is not finite");
                 if (v < 0)
-                    throw invalid_argument(detail::entry_name(i, j) + " = " + std::to_string(v) +
+                    throw invalid_argument(detail::entry_name(i, j) + " = " + detail::format_number(static_cast<double>(v)) +
                                            " is negative");
                 if (v != std::floor(v))
-                    throw invalid_argument(detail::entry_name(i, j) + " = " + std::to_string(v) +
+                    throw invalid_argument(detail::entry_name(i, j) + " = " + detail::format_number(static_cast<double>(v)) +
                                            " is not a whole number of bytes");
                 if (v >= 9.2233720368547758e18)
-                    throw invalid_argument(detail::entry_name(i, j) + " = " + std::to_string(v) +
+                    throw invalid_argument(detail::entry_name(i, j) + " = " + detail::format_number(static_cast<double>(v)) +
                                            " does not fit in int64 bytes");
                 bytes = static_cast<std::int64_t>(v);
             } else {

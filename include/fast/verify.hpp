@@ -129,19 +129,132 @@ struct access {
     bool write;
 };
 
-} // namespace detail
+/// A rank's scale-out peer in the step it last had one (one-to-one checks).
+struct scale_out_peer {
+    std::size_t step = SIZE_MAX;
+    int rank = -1;
+};
 
-/// Replays `p` against the traffic it claims to carry and returns the first violation, if any.
-/// O((T + P) log T) for T transfers and P pieces of blocks moved, independent of byte counts.
-[[nodiscard]] inline verification verify(const plan& p, const traffic_matrix& m) {
-    verification out;
-    const topology& topo = p.topology;
-    auto fail = [&](violation_kind kind, std::size_t step, std::size_t index, int rank,
-                    std::int64_t offset, const std::string& what) {
+/// The ends of a transfer's source and destination ranges (checked: they fit in int64).
+struct transfer_ends {
+    std::int64_t src = 0;
+    std::int64_t dst = 0;
+};
+
+/// The verifier's replay of one plan: what each rank's scratch holds, which recv ranges have
+/// been delivered, each rank's scale-out peers, and the pieces of blocks the current step moves.
+/// Every check returns the violation it finds, or nothing.
+class plan_replay {
+public:
+    plan_replay(const plan& p, const traffic_matrix& m, verification& out)
+        : plan_(p), matrix_(m), topo_(p.topology), out_(out) {}
+
+    /// The topology, the matrix's shape and entries, scratch sizes and step offsets; then sets
+    /// up the replay. Call first: the other checks rely on it.
+    [[nodiscard]] std::optional<violation> check_structure() {
+        try {
+            validate(topo_);
+        } catch (const invalid_argument& e) {
+            return fail(violation_kind::malformed, 0, none(), -1, 0, std::string("topology: ") + e.what());
+        }
+        ranks_ = topo_.ranks();
+        const int r = ranks_;
+        if (matrix_.rows() != r || matrix_.cols() != r)
+            return fail(violation_kind::malformed, 0, none(), -1, 0,
+                        "the matrix is " + std::to_string(matrix_.rows()) + " x " +
+                            std::to_string(matrix_.cols()) + " but the plan's topology has " +
+                            std::to_string(r) + " ranks");
+        if ((matrix_.array() < 0).any())
+            return fail(violation_kind::malformed, 0, none(), -1, 0, "the matrix has a negative entry");
+        try { // the packed layout's displacements must fit in int64
+            validate_traffic(matrix_, topo_);
+        } catch (const invalid_argument& e) {
+            return fail(violation_kind::malformed, 0, none(), -1, 0, std::string("the matrix: ") + e.what());
+        }
+        if (plan_.scratch_bytes.size() != static_cast<std::size_t>(r))
+            return fail(violation_kind::malformed, 0, none(), -1, 0,
+                        "scratch_bytes has " + std::to_string(plan_.scratch_bytes.size()) +
+                            " entries, expected one per rank (" + std::to_string(r) + ")");
+        for (int k = 0; k < r; ++k)
+            if (plan_.scratch_bytes[static_cast<std::size_t>(k)] < 0)
+                return fail(violation_kind::malformed, 0, none(), k, 0,
+                            "scratch_bytes of rank " + std::to_string(k) + " is negative");
+        const std::vector<std::size_t>& offsets = plan_.step_offsets;
+        if (offsets.empty() || offsets.front() != 0 || offsets.back() != plan_.transfers.size() ||
+            !std::is_sorted(offsets.begin(), offsets.end()))
+            return fail(violation_kind::malformed, 0, none(), -1, 0,
+                        "step offsets do not partition the transfer list");
+        layout_ = make_packed_layout(matrix_);
+        const auto ur = static_cast<std::size_t>(r);
+        scratch_.assign(ur, {});
+        delivered_.assign(ur, {});
+        out_peers_.assign(ur, {});
+        in_peers_.assign(ur, {});
+        return {};
+    }
+
+    /// Step `step`: each transfer's own rules and its reads, against the state at the start of
+    /// the step; then the conflicts between its transfers; then its writes.
+    [[nodiscard]] std::optional<violation> replay_step(std::size_t step) {
+        const std::size_t first = plan_.step_offsets[step];
+        const std::size_t last = plan_.step_offsets[step + 1];
+        pieces_.clear();
+        piece_begin_.clear();
+        accesses_.clear();
+        for (std::size_t i = first; i < last; ++i) {
+            const transfer& t = plan_.transfers[i];
+            transfer_ends ends;
+            if (auto v = check_transfer(step, i, ends)) return v;
+            if (t.tier == tier::scale_out)
+                if (auto v = check_scale_out_peers(step, i)) return v;
+            piece_begin_.push_back(pieces_.size());
+            if (t.src_buffer == buffer::send) {
+                read_send(t, ends.src);
+            } else if (auto v = read_scratch(step, i, ends.src)) {
+                return v;
+            }
+            accesses_.push_back({t.src, t.src_buffer, t.src_offset, ends.src, i, false});
+            accesses_.push_back({t.dst, t.dst_buffer, t.dst_offset, ends.dst, i, true});
+        }
+        piece_begin_.push_back(pieces_.size());
+        if (auto v = check_conflicts(step)) return v;
+        for (std::size_t i = first; i < last; ++i)
+            if (auto v = write(step, i, piece_begin_[i - first], piece_begin_[i - first + 1])) return v;
+        return {};
+    }
+
+    /// After the last step: each rank's recv is covered from 0 to its size.
+    [[nodiscard]] std::optional<violation> check_coverage() const {
+        for (int j = 0; j < ranks_; ++j) {
+            const auto& cov = delivered_[static_cast<std::size_t>(j)];
+            const std::int64_t size = layout_.recv_size[static_cast<std::size_t>(j)];
+            std::int64_t gap = 0;
+            if (!cov.empty() && cov.begin()->first == 0) gap = cov.begin()->second;
+            if (gap >= size) continue;
+            // Name the block whose bytes are missing at `gap`.
+            int origin = 0;
+            for (int i = 0; i < ranks_; ++i)
+                if (matrix_(i, j) > 0 && layout_.recv_displ(i, j) <= gap) origin = i;
+            return fail(violation_kind::not_delivered, plan_.steps(), none(), j, gap,
+                        "rank " + std::to_string(j) + "'s recv at offset " + std::to_string(gap) +
+                            " (block " + std::to_string(origin) + "->" + std::to_string(j) +
+                            ", block offset " + std::to_string(gap - layout_.recv_displ(origin, j)) +
+                            ") is never written");
+        }
+        return {};
+    }
+
+private:
+    /// The transfer index that names no transfer (structure and coverage violations).
+    [[nodiscard]] std::size_t none() const noexcept { return plan_.transfers.size(); }
+
+    /// The violation, with one line naming the step, the transfer and `what`.
+    [[nodiscard]] violation fail(violation_kind kind, std::size_t step, std::size_t index, int rank,
+                                 std::int64_t offset, const std::string& what) const {
         violation v{kind, step, index, rank, offset, {}};
         v.message = std::string(to_string(kind)) + ": step " + std::to_string(step);
-        if (index < p.transfers.size()) {
-            const transfer& t = p.transfers[index];
+        if (index < plan_.transfers.size()) {
+            const transfer& t = plan_.transfers[index];
             v.message += ", transfer " + std::to_string(index) + " (rank " + std::to_string(t.src) +
                          " " + std::string(to_string(t.src_buffer)) + "+" +
                          std::to_string(t.src_offset) + " -> rank " + std::to_string(t.dst) + " " +
@@ -150,201 +263,144 @@ struct access {
                          " bytes, " + std::string(to_string(t.tier)) + ")";
         }
         v.message += ": " + what;
-        out.error = std::move(v);
-        return out;
-    };
-
-    // Structure.
-    try {
-        validate(topo);
-    } catch (const invalid_argument& e) {
-        return fail(violation_kind::malformed, 0, p.transfers.size(), -1, 0,
-                    std::string("topology: ") + e.what());
+        return v;
     }
-    const int r = topo.ranks();
-    if (m.rows() != r || m.cols() != r)
-        return fail(violation_kind::malformed, 0, p.transfers.size(), -1, 0,
-                    "the matrix is " + std::to_string(m.rows()) + " x " + std::to_string(m.cols()) +
-                        " but the plan's topology has " + std::to_string(r) + " ranks");
-    if ((m.array() < 0).any())
-        return fail(violation_kind::malformed, 0, p.transfers.size(), -1, 0,
-                    "the matrix has a negative entry");
-    if (p.scratch_bytes.size() != static_cast<std::size_t>(r))
-        return fail(violation_kind::malformed, 0, p.transfers.size(), -1, 0,
-                    "scratch_bytes has " + std::to_string(p.scratch_bytes.size()) +
-                        " entries, expected one per rank (" + std::to_string(r) + ")");
-    for (int k = 0; k < r; ++k)
-        if (p.scratch_bytes[static_cast<std::size_t>(k)] < 0)
-            return fail(violation_kind::malformed, 0, p.transfers.size(), k, 0,
-                        "scratch_bytes of rank " + std::to_string(k) + " is negative");
-    if (p.step_offsets.empty() || p.step_offsets.front() != 0 ||
-        p.step_offsets.back() != p.transfers.size() ||
-        !std::is_sorted(p.step_offsets.begin(), p.step_offsets.end()))
-        return fail(violation_kind::malformed, 0, p.transfers.size(), -1, 0,
-                    "step offsets do not partition the transfer list");
 
-    const alltoallv_layout layout = make_packed_layout(m);
-    auto buffer_size = [&](int rank, buffer b) -> std::int64_t {
+    [[nodiscard]] std::int64_t buffer_size(int rank, buffer b) const {
         const auto k = static_cast<std::size_t>(rank);
-        return b == buffer::send ? layout.send_size[k]
-             : b == buffer::recv ? layout.recv_size[k]
-                                 : p.scratch_bytes[k];
-    };
+        return b == buffer::send ? layout_.send_size[k]
+             : b == buffer::recv ? layout_.recv_size[k]
+                                 : plan_.scratch_bytes[k];
+    }
 
-    std::vector<detail::scratch_map> scratch(static_cast<std::size_t>(r));
-    std::vector<std::map<std::int64_t, std::int64_t>> delivered(static_cast<std::size_t>(r));
-    std::vector<std::size_t> out_peer_step(static_cast<std::size_t>(r), SIZE_MAX);
-    std::vector<std::size_t> in_peer_step(static_cast<std::size_t>(r), SIZE_MAX);
-    std::vector<int> out_peer(static_cast<std::size_t>(r), -1);
-    std::vector<int> in_peer(static_cast<std::size_t>(r), -1);
-    std::vector<detail::block_run> pieces;
-    std::vector<std::size_t> piece_begin;
-    std::vector<detail::access> accesses;
+    /// Transfer `i` on its own: ranks, bytes, offsets, buffers, tier and bounds. Sets `ends`.
+    [[nodiscard]] std::optional<violation> check_transfer(std::size_t step, std::size_t i,
+                                                          transfer_ends& ends) const {
+        const transfer& t = plan_.transfers[i];
+        const int r = ranks_;
+        if (t.src < 0 || t.src >= r || t.dst < 0 || t.dst >= r)
+            return fail(violation_kind::malformed, step, i, -1, 0, "rank index out of range");
+        if (t.bytes <= 0)
+            return fail(violation_kind::malformed, step, i, t.src, 0, "a transfer must move at least one byte");
+        if (t.src_offset < 0 || t.dst_offset < 0)
+            return fail(violation_kind::malformed, step, i, t.src, 0, "negative offset");
+        if (t.src_buffer == buffer::recv)
+            return fail(violation_kind::bad_buffer, step, i, t.src, t.src_offset,
+                        "transfers read only send or scratch");
+        if (t.dst_buffer == buffer::send)
+            return fail(violation_kind::bad_buffer, step, i, t.dst, t.dst_offset, "the send buffer is read-only");
+        const bool same = topo_.same_server(t.src, t.dst);
+        if (t.tier == tier::scale_up && !same)
+            return fail(violation_kind::tier_mismatch, step, i, t.src, 0,
+                        "scale-up transfer between servers " + std::to_string(topo_.server_of(t.src)) +
+                            " and " + std::to_string(topo_.server_of(t.dst)));
+        if (t.tier == tier::scale_out && same)
+            return fail(violation_kind::tier_mismatch, step, i, t.src, 0,
+                        "scale-out transfer inside server " + std::to_string(topo_.server_of(t.src)));
+        if (__builtin_add_overflow(t.src_offset, t.bytes, &ends.src) || ends.src > buffer_size(t.src, t.src_buffer))
+            return fail(violation_kind::out_of_bounds, step, i, t.src, t.src_offset,
+                        "reads past the end of rank " + std::to_string(t.src) + "'s " +
+                            std::string(to_string(t.src_buffer)) + " (" +
+                            std::to_string(buffer_size(t.src, t.src_buffer)) + " bytes)");
+        if (__builtin_add_overflow(t.dst_offset, t.bytes, &ends.dst) || ends.dst > buffer_size(t.dst, t.dst_buffer))
+            return fail(violation_kind::out_of_bounds, step, i, t.dst, t.dst_offset,
+                        "writes past the end of rank " + std::to_string(t.dst) + "'s " +
+                            std::string(to_string(t.dst_buffer)) + " (" +
+                            std::to_string(buffer_size(t.dst, t.dst_buffer)) + " bytes)");
+        return {};
+    }
 
-    for (std::size_t step = 0; step < p.steps(); ++step) {
-        const std::size_t first = p.step_offsets[step];
-        const std::size_t last = p.step_offsets[step + 1];
-        pieces.clear();
-        piece_begin.clear();
-        accesses.clear();
+    /// Scale-out transfer `i`: a second peer of its sender or receiver in this step makes the
+    /// plan not one-to-one, a violation if the plan claims to be.
+    [[nodiscard]] std::optional<violation> check_scale_out_peers(std::size_t step, std::size_t i) {
+        const transfer& t = plan_.transfers[i];
+        scale_out_peer& sender = out_peers_[static_cast<std::size_t>(t.src)];
+        scale_out_peer& receiver = in_peers_[static_cast<std::size_t>(t.dst)];
+        // `rank` had `earlier` as its peer in this step and now has `peer`.
+        auto second_peer = [&](const scale_out_peer& earlier, int rank, int peer, violation_kind kind,
+                               const char* does) -> std::optional<violation> {
+            if (earlier.step != step || earlier.rank == peer) return {};
+            out_.one_to_one_scale_out = false;
+            if (!plan_.one_to_one_scale_out) return {};
+            return fail(kind, step, i, rank, 0,
+                        "rank " + std::to_string(rank) + does + std::to_string(earlier.rank) + " and " +
+                            std::to_string(peer) + " in one step");
+        };
+        if (auto v = second_peer(sender, t.src, t.dst, violation_kind::fan_out, " sends over scale-out to ranks "))
+            return v;
+        if (auto v = second_peer(receiver, t.dst, t.src, violation_kind::incast, " receives over scale-out from ranks "))
+            return v;
+        sender = {step, t.dst};
+        receiver = {step, t.src};
+        return {};
+    }
 
-        // Phase 1: checks and reads, against the state at the start of the step.
-        for (std::size_t i = first; i < last; ++i) {
-            const transfer& t = p.transfers[i];
-            if (t.src < 0 || t.src >= r || t.dst < 0 || t.dst >= r)
-                return fail(violation_kind::malformed, step, i, -1, 0, "rank index out of range");
-            if (t.bytes <= 0)
-                return fail(violation_kind::malformed, step, i, t.src, 0,
-                            "a transfer must move at least one byte");
-            if (t.src_offset < 0 || t.dst_offset < 0)
-                return fail(violation_kind::malformed, step, i, t.src, 0, "negative offset");
-            if (t.src_buffer == buffer::recv)
-                return fail(violation_kind::bad_buffer, step, i, t.src, t.src_offset,
-                            "transfers read only send or scratch");
-            if (t.dst_buffer == buffer::send)
-                return fail(violation_kind::bad_buffer, step, i, t.dst, t.dst_offset,
-                            "the send buffer is read-only");
-            const bool same = topo.same_server(t.src, t.dst);
-            if (t.tier == tier::scale_up && !same)
-                return fail(violation_kind::tier_mismatch, step, i, t.src, 0,
-                            "scale-up transfer between servers " +
-                                std::to_string(topo.server_of(t.src)) + " and " +
-                                std::to_string(topo.server_of(t.dst)));
-            if (t.tier == tier::scale_out && same)
-                return fail(violation_kind::tier_mismatch, step, i, t.src, 0,
-                            "scale-out transfer inside server " +
-                                std::to_string(topo.server_of(t.src)));
-            std::int64_t src_end = 0;
-            std::int64_t dst_end = 0;
-            if (__builtin_add_overflow(t.src_offset, t.bytes, &src_end) ||
-                src_end > buffer_size(t.src, t.src_buffer))
-                return fail(violation_kind::out_of_bounds, step, i, t.src, t.src_offset,
-                            "reads past the end of rank " + std::to_string(t.src) + "'s " +
-                                std::string(to_string(t.src_buffer)) + " (" +
-                                std::to_string(buffer_size(t.src, t.src_buffer)) + " bytes)");
-            if (__builtin_add_overflow(t.dst_offset, t.bytes, &dst_end) ||
-                dst_end > buffer_size(t.dst, t.dst_buffer))
-                return fail(violation_kind::out_of_bounds, step, i, t.dst, t.dst_offset,
-                            "writes past the end of rank " + std::to_string(t.dst) + "'s " +
-                                std::string(to_string(t.dst_buffer)) + " (" +
-                                std::to_string(buffer_size(t.dst, t.dst_buffer)) + " bytes)");
-            if (t.tier == tier::scale_out) {
-                const auto s = static_cast<std::size_t>(t.src);
-                const auto d = static_cast<std::size_t>(t.dst);
-                if (out_peer_step[s] == step && out_peer[s] != t.dst) {
-                    out.one_to_one_scale_out = false;
-                    if (p.one_to_one_scale_out)
-                        return fail(violation_kind::fan_out, step, i, t.src, 0,
-                                    "rank " + std::to_string(t.src) +
-                                        " sends over scale-out to ranks " +
-                                        std::to_string(out_peer[s]) + " and " +
-                                        std::to_string(t.dst) + " in one step");
-                }
-                if (in_peer_step[d] == step && in_peer[d] != t.src) {
-                    out.one_to_one_scale_out = false;
-                    if (p.one_to_one_scale_out)
-                        return fail(violation_kind::incast, step, i, t.dst, 0,
-                                    "rank " + std::to_string(t.dst) +
-                                        " receives over scale-out from ranks " +
-                                        std::to_string(in_peer[d]) + " and " +
-                                        std::to_string(t.src) + " in one step");
-                }
-                out_peer_step[s] = step;
-                out_peer[s] = t.dst;
-                in_peer_step[d] = step;
-                in_peer[d] = t.src;
-            }
-
-            // Read the source range as pieces of blocks.
-            piece_begin.push_back(pieces.size());
-            if (t.src_buffer == buffer::send) {
-                const std::int64_t* row =
-                    layout.send_displs.data() + static_cast<std::size_t>(t.src) * static_cast<std::size_t>(r);
-                std::int64_t pos = t.src_offset;
-                // The block holding `pos`: the last destination j whose displacement is <= pos
-                // and whose block is non-empty.
-                int j = static_cast<int>(std::upper_bound(row, row + r, pos) - row) - 1;
-                while (pos < src_end) {
-                    while (m(t.src, j) == 0 || row[j] + m(t.src, j) <= pos) ++j;
-                    const std::int64_t block_end = row[j] + m(t.src, j);
-                    const std::int64_t take = std::min(block_end, src_end) - pos;
-                    pieces.push_back({take, pos - row[j], t.src, j});
-                    pos += take;
-                }
-            } else {
-                const detail::scratch_map& sm = scratch[static_cast<std::size_t>(t.src)];
-                std::int64_t pos = t.src_offset;
-                auto it = sm.upper_bound(pos);
-                if (it != sm.begin()) --it;
-                while (pos < src_end) {
-                    if (it == sm.end() || it->first > pos || it->second.end <= pos)
-                        return fail(violation_kind::read_before_written, step, i, t.src, pos,
-                                    "rank " + std::to_string(t.src) + "'s scratch at offset " +
-                                        std::to_string(pos) +
-                                        " holds no data at the start of this step");
-                    const std::int64_t take = std::min(it->second.end, src_end) - pos;
-                    pieces.push_back({take, it->second.block_offset + (pos - it->first),
-                                      it->second.origin, it->second.final});
-                    pos += take;
-                    ++it;
-                }
-            }
-            accesses.push_back({t.src, t.src_buffer, t.src_offset, src_end, i, false});
-            accesses.push_back({t.dst, t.dst_buffer, t.dst_offset, dst_end, i, true});
+    /// Reads [t.src_offset, src_end) of the sender's send buffer as pieces of its blocks.
+    void read_send(const transfer& t, std::int64_t src_end) {
+        const std::int64_t* row = layout_.send_displs.data() +
+                                  static_cast<std::size_t>(t.src) * static_cast<std::size_t>(ranks_);
+        std::int64_t pos = t.src_offset;
+        // The block holding `pos`: the last destination j whose displacement is <= pos and
+        // whose block is non-empty.
+        int j = static_cast<int>(std::upper_bound(row, row + ranks_, pos) - row) - 1;
+        while (pos < src_end) {
+            while (matrix_(t.src, j) == 0 || row[j] + matrix_(t.src, j) <= pos) ++j;
+            const std::int64_t block_end = row[j] + matrix_(t.src, j);
+            const std::int64_t take = std::min(block_end, src_end) - pos;
+            pieces_.push_back({take, pos - row[j], t.src, j});
+            pos += take;
         }
-        piece_begin.push_back(pieces.size());
+    }
 
-        // Phase 2: no range is written twice, or written and read, at one rank in this step.
-        std::sort(accesses.begin(), accesses.end(), [](const detail::access& a, const detail::access& b) {
+    /// Reads [t.src_offset, src_end) of the sender's scratch as the pieces it holds; every byte
+    /// must hold data at the start of the step.
+    [[nodiscard]] std::optional<violation> read_scratch(std::size_t step, std::size_t i, std::int64_t src_end) {
+        const transfer& t = plan_.transfers[i];
+        const scratch_map& held = scratch_[static_cast<std::size_t>(t.src)];
+        std::int64_t pos = t.src_offset;
+        auto it = held.upper_bound(pos);
+        if (it != held.begin()) --it;
+        while (pos < src_end) {
+            if (it == held.end() || it->first > pos || it->second.end <= pos)
+                return fail(violation_kind::read_before_written, step, i, t.src, pos,
+                            "rank " + std::to_string(t.src) + "'s scratch at offset " + std::to_string(pos) +
+                                " holds no data at the start of this step");
+            const std::int64_t take = std::min(it->second.end, src_end) - pos;
+            pieces_.push_back({take, it->second.block_offset + (pos - it->first), it->second.origin,
+                               it->second.final});
+            pos += take;
+            ++it;
+        }
+        return {};
+    }
+
+    /// No range is written twice, or written and read, at one rank in this step.
+    [[nodiscard]] std::optional<violation> check_conflicts(std::size_t step) {
+        std::sort(accesses_.begin(), accesses_.end(), [](const access& a, const access& b) {
             if (a.rank != b.rank) return a.rank < b.rank;
             if (a.buf != b.buf) return a.buf < b.buf;
             return a.begin < b.begin;
         });
-        for (std::size_t k = 0; k < accesses.size();) {
-            std::size_t e = k;
+        for (std::size_t k = 0; k < accesses_.size();) {
             std::int64_t write_end = INT64_MIN;
             std::int64_t read_end = INT64_MIN;
             std::size_t writer = 0;
             std::size_t reader = 0;
-            while (e < accesses.size() && accesses[e].rank == accesses[k].rank &&
-                   accesses[e].buf == accesses[k].buf) {
-                const detail::access& a = accesses[e];
-                auto where = [&a] {
-                    return "rank " + std::to_string(a.rank) + "'s " +
-                           std::string(to_string(a.buf)) + " at offset " + std::to_string(a.begin);
+            std::size_t e = k;
+            for (; e < accesses_.size() && accesses_[e].rank == accesses_[k].rank && accesses_[e].buf == accesses_[k].buf;
+                 ++e) {
+                const access& a = accesses_[e];
+                auto clash = [&](violation_kind kind, const char* how, std::size_t other) {
+                    return fail(kind, step, a.transfer, a.rank, a.begin,
+                                "rank " + std::to_string(a.rank) + "'s " + std::string(to_string(a.buf)) +
+                                    " at offset " + std::to_string(a.begin) + " is also " + how +
+                                    " by transfer " + std::to_string(other) + " in this step");
                 };
                 if (a.write && a.begin < write_end)
-                    return fail(violation_kind::overlapping_writes, step, a.transfer, a.rank,
-                                a.begin, where() + " is also written by transfer " +
-                                             std::to_string(writer) + " in this step");
-                if (a.write && a.begin < read_end)
-                    return fail(violation_kind::read_write_conflict, step, a.transfer, a.rank,
-                                a.begin, where() + " is also read by transfer " +
-                                             std::to_string(reader) + " in this step");
+                    return clash(violation_kind::overlapping_writes, "written", writer);
+                if (a.write && a.begin < read_end) return clash(violation_kind::read_write_conflict, "read", reader);
                 if (!a.write && a.begin < write_end)
-                    return fail(violation_kind::read_write_conflict, step, a.transfer, a.rank,
-                                a.begin, where() + " is also written by transfer " +
-                                             std::to_string(writer) + " in this step");
+                    return clash(violation_kind::read_write_conflict, "written", writer);
                 if (a.write && a.end > write_end) {
                     write_end = a.end;
                     writer = a.transfer;
@@ -353,80 +409,95 @@ struct access {
                     read_end = a.end;
                     reader = a.transfer;
                 }
-                ++e;
             }
             k = e;
         }
+        return {};
+    }
 
-        // Phase 3: writes.
-        for (std::size_t i = first; i < last; ++i) {
-            const transfer& t = p.transfers[i];
-            std::int64_t pos = t.dst_offset;
-            for (std::size_t q = piece_begin[i - first]; q < piece_begin[i - first + 1]; ++q) {
-                const detail::block_run& pc = pieces[q];
-                if (t.dst_buffer == buffer::recv) {
-                    const std::int64_t want = layout.recv_displ(pc.origin, pc.final) + pc.block_offset;
-                    if (pc.final != t.dst || want != pos)
-                        return fail(violation_kind::wrong_place, step, i, t.dst, pos,
-                                    "writes bytes of block " + std::to_string(pc.origin) + "->" +
-                                        std::to_string(pc.final) + " (block offset " +
-                                        std::to_string(pc.block_offset) + ") to rank " +
-                                        std::to_string(t.dst) + "'s recv at offset " +
-                                        std::to_string(pos) + "; they belong to rank " +
-                                        std::to_string(pc.final) + "'s recv at offset " +
-                                        std::to_string(want));
-                    auto& cov = delivered[static_cast<std::size_t>(t.dst)];
-                    const std::int64_t end = pos + pc.length;
-                    auto it = cov.upper_bound(pos);
-                    if ((it != cov.end() && it->first < end) ||
-                        (it != cov.begin() && std::prev(it)->second > pos))
-                        return fail(violation_kind::delivered_twice, step, i, t.dst, pos,
-                                    "bytes of block " + std::to_string(pc.origin) + "->" +
-                                        std::to_string(pc.final) + " at block offset " +
-                                        std::to_string(pc.block_offset) +
-                                        " were already delivered");
-                    std::int64_t begin = pos;
-                    std::int64_t stop = end;
-                    if (it != cov.begin() && std::prev(it)->second == pos) {
-                        begin = std::prev(it)->first;
-                        cov.erase(std::prev(it));
-                    }
-                    if (it != cov.end() && it->first == end) {
-                        stop = it->second;
-                        cov.erase(it);
-                    }
-                    cov.emplace(begin, stop);
-                    out.delivered_bytes += pc.length;
-                } else {
-                    auto& sm = scratch[static_cast<std::size_t>(t.dst)];
-                    detail::erase_range(sm, pos, pos + pc.length);
-                    sm.emplace(pos, detail::scratch_segment{pos + pc.length, pc.block_offset,
-                                                            pc.origin, pc.final});
-                }
-                pos += pc.length;
+    /// Writes the pieces [begin, end) that transfer `i` read, in order, from its destination
+    /// offset on: into recv (delivery) or into scratch.
+    [[nodiscard]] std::optional<violation> write(std::size_t step, std::size_t i, std::size_t begin,
+                                                 std::size_t end) {
+        const transfer& t = plan_.transfers[i];
+        std::int64_t pos = t.dst_offset;
+        for (std::size_t q = begin; q < end; ++q) {
+            const block_run& piece = pieces_[q];
+            if (t.dst_buffer == buffer::recv) {
+                if (auto v = deliver(step, i, piece, pos)) return v;
+            } else {
+                scratch_map& held = scratch_[static_cast<std::size_t>(t.dst)];
+                erase_range(held, pos, pos + piece.length);
+                held.emplace(pos, scratch_segment{pos + piece.length, piece.block_offset, piece.origin, piece.final});
             }
+            pos += piece.length;
         }
+        return {};
     }
 
-    // Everything arrived: each rank's recv is covered from 0 to its size.
-    for (int j = 0; j < r; ++j) {
-        const auto& cov = delivered[static_cast<std::size_t>(j)];
-        const std::int64_t size = layout.recv_size[static_cast<std::size_t>(j)];
-        std::int64_t gap = 0;
-        if (!cov.empty() && cov.begin()->first == 0) gap = cov.begin()->second;
-        if (gap < size) {
-            // Name the block whose bytes are missing at `gap`.
-            int origin = 0;
-            for (int i = 0; i < r; ++i)
-                if (m(i, j) > 0 && layout.recv_displ(i, j) <= gap) origin = i;
-            return fail(violation_kind::not_delivered, p.steps(), p.transfers.size(), j, gap,
-                        "rank " + std::to_string(j) + "'s recv at offset " + std::to_string(gap) +
-                            " (block " + std::to_string(origin) + "->" + std::to_string(j) +
-                            ", block offset " +
-                            std::to_string(gap - layout.recv_displ(origin, j)) +
-                            ") is never written");
+    /// `piece` written to the receiver's recv at `pos`: it must be its place, and the first time
+    /// those bytes arrive. Delivered ranges are kept merged.
+    [[nodiscard]] std::optional<violation> deliver(std::size_t step, std::size_t i, const block_run& piece,
+                                                   std::int64_t pos) {
+        const transfer& t = plan_.transfers[i];
+        const std::int64_t want = layout_.recv_displ(piece.origin, piece.final) + piece.block_offset;
+        const std::string block = std::to_string(piece.origin) + "->" + std::to_string(piece.final);
+        if (piece.final != t.dst || want != pos)
+            return fail(violation_kind::wrong_place, step, i, t.dst, pos,
+                        "writes bytes of block " + block + " (block offset " + std::to_string(piece.block_offset) +
+                            ") to rank " + std::to_string(t.dst) + "'s recv at offset " + std::to_string(pos) +
+                            "; they belong to rank " + std::to_string(piece.final) + "'s recv at offset " +
+                            std::to_string(want));
+        auto& cov = delivered_[static_cast<std::size_t>(t.dst)];
+        const std::int64_t end = pos + piece.length;
+        auto it = cov.upper_bound(pos);
+        if ((it != cov.end() && it->first < end) || (it != cov.begin() && std::prev(it)->second > pos))
+            return fail(violation_kind::delivered_twice, step, i, t.dst, pos,
+                        "bytes of block " + block + " at block offset " + std::to_string(piece.block_offset) +
+                            " were already delivered");
+        std::int64_t begin = pos;
+        std::int64_t stop = end;
+        if (it != cov.begin() && std::prev(it)->second == pos) {
+            begin = std::prev(it)->first;
+            cov.erase(std::prev(it));
         }
+        if (it != cov.end() && it->first == end) {
+            stop = it->second;
+            cov.erase(it);
+        }
+        cov.emplace(begin, stop);
+        out_.delivered_bytes += piece.length;
+        return {};
     }
+
+    const plan& plan_;
+    const traffic_matrix& matrix_;
+    const topology& topo_;
+    verification& out_;
+    int ranks_ = 0;
+    alltoallv_layout layout_;
+    std::vector<scratch_map> scratch_;                              ///< per rank
+    std::vector<std::map<std::int64_t, std::int64_t>> delivered_; ///< per rank: recv ranges, merged
+    std::vector<scale_out_peer> out_peers_;                         ///< per rank, as a sender
+    std::vector<scale_out_peer> in_peers_;                          ///< per rank, as a receiver
+    std::vector<block_run> pieces_;        ///< this step: what each transfer read, in order
+    std::vector<std::size_t> piece_begin_; ///< this step: transfer k's pieces start here
+    std::vector<access> accesses_;         ///< this step: every range read or written
+};
+
+} // namespace detail
+
+/// Replays `p` against the traffic it claims to carry and returns the first violation, if any:
+/// the structure, then step by step each transfer's rules and reads, the conflicts within the
+/// step and its writes, then the coverage of every recv.
+/// O((T + P) log T) for T transfers and P pieces of blocks moved, independent of byte counts.
+[[nodiscard]] inline verification verify(const plan& p, const traffic_matrix& m) {
+    verification out;
+    detail::plan_replay replay(p, m, out);
+    std::optional<violation> error = replay.check_structure();
+    for (std::size_t step = 0; !error && step < p.steps(); ++step) error = replay.replay_step(step);
+    if (!error) error = replay.check_coverage();
+    out.error = std::move(error);
     return out;
 }
 

@@ -184,7 +184,7 @@ inline std::int64_t parse_count(std::string_view text, const std::string& what) 
     validate(topo);
     detail::check_bytes_per_gpu(bytes_per_gpu);
     if (!(std::isfinite(s) && s >= 0))
-        throw invalid_argument("zipf exponent must be non-negative, got " + std::to_string(s));
+        throw invalid_argument("zipf exponent must be non-negative, got " + detail::format_number(s));
     constexpr int support = 1000;
     std::vector<double> cdf(support);
     double acc = 0;
@@ -232,7 +232,7 @@ inline std::int64_t parse_count(std::string_view text, const std::string& what) 
                                " must be between 1 and the number of GPUs (" + std::to_string(r) +
                                ")");
     if (!(std::isfinite(opt.skew) && opt.skew >= 0))
-        throw invalid_argument("moe skew must be non-negative, got " + std::to_string(opt.skew));
+        throw invalid_argument("moe skew must be non-negative, got " + detail::format_number(opt.skew));
     // Every routed token is one draw below (see moe_max_routed).
     const std::int64_t routed = detail::checked_mul(opt.tokens_per_gpu, opt.top_k, "moe tokens x topk");
     if (routed > moe_max_routed)

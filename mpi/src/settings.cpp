@@ -40,7 +40,7 @@ bool parse_positive(const char* text, double& out, bool allow_zero) {
 }
 
 std::string bad(const variable& v, const char* expected) {
-    return std::string(v.name) + "='" + v.value + "': expected " + expected;
+    return std::string(v.name) + "='" + fast::detail::quote_input(v.value) + "': expected " + expected; // cut, escaped
 }
 
 bool parse_one(const variable& v, settings& s, std::string& error) {

@@ -221,7 +221,9 @@ TEST_CASE("bad input exits non-zero with one clear line") {
         {"--workload zipf:", "zipf exponent: '' is not a number"},
         {"--seed -1", "--seed: must be non-negative, got -1"},
         {"--ramp -1", "--ramp"},
-        {"--long-call-ramp-scale 0", "--long-call-ramp-scale"},
+        {"--long-call-ramp-scale 0", "--long-call-ramp-scale: must be in (0, 1e+06], got 0"},
+        {"--ramp 2e6", "--ramp: must be in [0, 1e+06], got 2e6"},
+        {"--scale-out-gbps -1e300", "scale_out_gbps must be positive and finite, got -1e+300"},
     };
     for (const bad& b : cases) {
         const result r = run(b.args);
@@ -231,4 +233,71 @@ TEST_CASE("bad input exits non-zero with one clear line") {
         CHECK_THAT(r.output, Catch::Contains(b.says));
     }
     for (const std::string& f : {matrix, negative, words}) std::remove(f.c_str());
+}
+
+TEST_CASE("exit status: 0 verified, 1 not verified (verify: not a valid plan), 2 bad input") {
+    CHECK_THAT(run("--help").output, Catch::Contains("Exit status: 0 every plan verified"));
+    const std::string dir = temp_path("plans");
+    REQUIRE(std::system(("mkdir -p '" + dir + "'").c_str()) == 0);
+    const result on_dir = run("verify " + dir);
+    INFO(on_dir.output);
+    CHECK(on_dir.status == 1);
+    CHECK(lines(on_dir.output) == 1);
+    CHECK_THAT(on_dir.output, Catch::Contains("cannot read plan file '" + dir + "': it is a directory"));
+    std::remove(dir.c_str());
+    const result missing = run("verify /nonexistent/plan.json");
+    CHECK(missing.status == 1);
+    CHECK_THAT(missing.output, Catch::Contains("cannot open plan file '/nonexistent/plan.json': No such file"));
+    CHECK(run("verify").status == 2); // no file: a bad command line
+    CHECK(run("--servers 0").status == 2);
+}
+
+TEST_CASE("a cluster whose matrix cannot fit says what it needs") {
+    // 2e7 ranks: the matrix alone is 2.8 PiB, beyond any machine (else std::bad_alloc).
+    const result r = run("--servers 20000 --gpus 1000");
+    INFO(r.output);
+    CHECK(r.status == 2);
+    CHECK(lines(r.output) == 1);
+    CHECK_THAT(r.output, Catch::Contains("20000 servers x 1000 GPUs: the 20000000 x 20000000 traffic matrix alone "
+                                         "takes 2.8 PiB, more than this machine's"));
+}
+
+TEST_CASE("a bad matrix entry is quoted short and inert") {
+    const std::string file = temp_path("long_entry.txt");
+    std::ofstream(file) << "0 \x1b[31m" << std::string(std::size_t{1} << 20, '7') << "\n1 0\n";
+    const result r = run("--servers 1 --gpus 2 --workload file:" + file);
+    INFO(r.output.substr(0, 300));
+    CHECK(r.status == 2);
+    CHECK(lines(r.output) == 1);
+    CHECK(r.output.size() < 300);
+    CHECK(r.output.find('\x1b') == std::string::npos);
+    CHECK_THAT(r.output, Catch::Contains("entry (0, 1): '\\x1b[31m7777") && Catch::Contains("(1048581 bytes)'"));
+    std::remove(file.c_str());
+}
+
+TEST_CASE("verify costs a plan whose port moves more than 2^63 bytes in one step") {
+    // One server of 4 GPUs: rank 0 sends its 2^62-byte block to rank 1 and the same bytes to the
+    // scratch of ranks 2 and 3 in one step: 3 x 2^62 bytes through its scale-up send port.
+    const long long block = 1LL << 62;
+    nlohmann::json plan = {{"format", "fast-plan/1"},
+                           {"topology", {{"servers", 1}, {"gpus_per_server", 4}, {"scale_up_gbps", 450},
+                                         {"scale_out_gbps", 50}, {"alpha_up_us", 3}, {"alpha_out_us", 10}}},
+                           {"scheduler", "hand"},
+                           {"matrix", {{0, block, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}}},
+                           {"scratch_bytes", {0, 0, block, block}}};
+    nlohmann::json transfers = nlohmann::json::array();
+    for (int dst = 1; dst < 4; ++dst)
+        transfers.push_back({{"src", 0}, {"dst", dst}, {"bytes", block}, {"tier", "scale_up"},
+                             {"src_buffer", "send"}, {"src_offset", 0},
+                             {"dst_buffer", dst == 1 ? "recv" : "scratch"}, {"dst_offset", 0}});
+    plan["steps"] = {{{"transfers", transfers}}};
+    const std::string file = temp_path("big_port.json");
+    save(plan, file);
+    const result r = run("verify " + file);
+    INFO(r.output);
+    CHECK(r.status == 0);
+    char want[64];
+    std::snprintf(want, sizeof want, "predicted %.2f us", 3.0 + 3.0 * static_cast<double>(block) / 450e3);
+    CHECK_THAT(r.output, Catch::Contains(": OK: hand") && Catch::Contains(want));
+    std::remove(file.c_str());
 }

@@ -85,3 +85,35 @@ TEST_CASE("lower bound: the busiest server's inter-server bytes over its G NICs"
     CHECK(lower_bound_us(m, t) == Approx(10.0 + 4'000'000 / 100e3));
     CHECK(lower_bound_us(traffic_matrix::Zero(4, 4), t) == 0.0);
 }
+
+TEST_CASE("a port that moves 2^63 bytes or more in one step is costed, not wrapped") {
+    // One server of 4 GPUs: rank 0 sends its 2^62-byte block to rank 1 and, in the same step,
+    // the same bytes to the scratch of ranks 2 and 3 (reads never conflict). A valid plan whose
+    // scale-up send port moves 3 x 2^62 bytes in one step, beyond int64.
+    const topology t = make_topology(1, 4);
+    constexpr std::int64_t block = std::int64_t{1} << 62;
+    traffic_matrix m = traffic_matrix::Zero(4, 4);
+    m(0, 1) = block;
+    plan p;
+    p.topology = t;
+    p.scratch_bytes = {0, 0, block, block};
+    for (int dst = 1; dst < 4; ++dst) {
+        transfer x = out(0, dst, block);
+        x.tier = tier::scale_up;
+        x.dst_buffer = dst == 1 ? buffer::recv : buffer::scratch;
+        p.transfers.push_back(x);
+    }
+    p.end_step();
+    fast::test::check_plan(p, m);
+    const double want = t.alpha_up_us + 3.0 * static_cast<double>(block) / (t.scale_up_gbps * 1e3);
+    CHECK(predict_us(p) == Approx(want));
+    const prediction sim = simulate(p, true);
+    bool seen = false;
+    for (const port_batch& b : sim.batches)
+        if (b.rank == 0 && b.port == port::up_send) {
+            seen = true;
+            CHECK(b.bytes == INT64_MAX); // the recorded figure saturates
+            CHECK(b.end_us - b.start_us == Approx(want));
+        }
+    CHECK(seen);
+}

@@ -56,6 +56,28 @@ TEST_CASE("bad matrix text gives one clear line") {
     CHECK_THROWS_WITH(read_matrix(huge), Catch::Contains("total overflows"));
 }
 
+TEST_CASE("a bad entry is quoted short and inert") {
+    auto message = [](const std::string& text) {
+        std::istringstream in(text);
+        try {
+            (void)read_matrix(in, 0, 0, 1, "m.txt");
+        } catch (const invalid_argument& e) {
+            return std::string(e.what());
+        }
+        FAIL("accepted: " << text.substr(0, 40));
+        return std::string();
+    };
+    // A 1 MiB entry: the line keeps its first characters and says how long the entry was.
+    const std::string long_entry = message("0 " + std::string(std::size_t{1} << 20, '7') + "x\n1 0\n");
+    CHECK(long_entry.size() < 200);
+    CHECK_THAT(long_entry, Catch::Contains("m.txt:1: entry (0, 1): '7777") && Catch::Contains("... (1048577 bytes)' does not fit in int64"));
+    // Terminal escapes and other control bytes are spelled out, never passed through.
+    const std::string escaped = message("0 \x1b[31mred\x07\n1 0\n");
+    CHECK(escaped.find('\x1b') == std::string::npos);
+    CHECK(escaped.find('\x07') == std::string::npos);
+    CHECK_THAT(escaped, Catch::Contains("'\\x1b[31mred\\x07' is not a non-negative integer"));
+}
+
 TEST_CASE("the real Megatron traces read as 600 matrices of 32 x 32") {
     const char* path = std::getenv("FAST_MEGATRON");
     if (path == nullptr || *path == '\0') {

@@ -92,4 +92,39 @@ TEST_CASE("bad plan files name the field that is wrong") {
         j["topology"]["scale_out_gbps"] = 0;
         reject(j, "p.topology: scale_out_gbps must be positive");
     }
+    {
+        auto j = nj;
+        j["topology"]["alpha_out_us"] = -1e300; // a few digits, not 300
+        reject(j, "p.topology: alpha_out_us must be non-negative and finite, got -1e+300");
+    }
+}
+
+TEST_CASE("values a plan file echoes are cut and escaped") {
+    const topology t = make_topology(2, 2);
+    const traffic_matrix m = make_uniform(t, 300);
+    const auto nj = nlohmann::json::parse(to_json(make_plan(m, t), m));
+    auto message = [](const nlohmann::json& j) {
+        try {
+            (void)from_json(j.dump());
+        } catch (const invalid_argument& e) {
+            return std::string(e.what());
+        }
+        FAIL("accepted");
+        return std::string();
+    };
+    auto j = nj;
+    j["steps"][0]["transfers"][0]["tier"] = std::string(100000, 'u');
+    std::string what = message(j);
+    CHECK(what.size() < 200);
+    CHECK_THAT(what, Catch::Contains("got \"uuuu") && Catch::Contains("... (100000 bytes)\""));
+    j = nj;
+    j["format"] = "\x1b]0;title\x07";
+    what = message(j);
+    CHECK(what.find('\x1b') == std::string::npos);
+    CHECK_THAT(what, Catch::Contains("p.format: \"\\x1b]0;title\\x07\" is not"));
+    j = nj;
+    j["steps"][0]["transfers"][0]["bytes"] = std::string(5000, '9');
+    what = message(j);
+    CHECK(what.size() < 200);
+    CHECK_THAT(what, Catch::Contains("bytes: expected an integer, got \"9999"));
 }

@@ -19,17 +19,24 @@ struct fixture {
     plan direct() const { return make_direct_plan(m, topo); }
 };
 
-transfer make(int src, int dst, std::int64_t bytes, tier t, buffer sb, std::int64_t so, buffer db,
-              std::int64_t d) {
+// One end of a transfer: a rank's buffer at an offset.
+struct end {
+    int rank;
+    buffer buf;
+    std::int64_t offset;
+};
+
+// `bytes` from `from` to `to` over `t`.
+transfer transfer_between(end from, end to, std::int64_t bytes, tier t) {
     transfer x;
-    x.src = src;
-    x.dst = dst;
+    x.src = from.rank;
+    x.src_buffer = from.buf;
+    x.src_offset = from.offset;
+    x.dst = to.rank;
+    x.dst_buffer = to.buf;
+    x.dst_offset = to.offset;
     x.bytes = bytes;
     x.tier = t;
-    x.src_buffer = sb;
-    x.src_offset = so;
-    x.dst_buffer = db;
-    x.dst_offset = d;
     return x;
 }
 
@@ -51,13 +58,13 @@ TEST_CASE("a correct plan through scratch verifies") {
     p.scratch_bytes = {0, 100, 0, 0};
     // Rank 0's block for rank 2 takes the long way: scale-up to rank 1's scratch, scale-out on
     // rail 1 to rank 3's scratch, scale-up into rank 2's recv.
-    p.transfers.push_back(make(0, 1, 50, tier::scale_up, buffer::send, 0, buffer::recv, 0));
-    p.transfers.push_back(make(0, 1, 100, tier::scale_up, buffer::send, 50, buffer::scratch, 0));
+    p.transfers.push_back(transfer_between({0, buffer::send, 0}, {1, buffer::recv, 0}, 50, tier::scale_up));
+    p.transfers.push_back(transfer_between({0, buffer::send, 50}, {1, buffer::scratch, 0}, 100, tier::scale_up));
     p.end_step();
-    p.transfers.push_back(make(1, 3, 100, tier::scale_out, buffer::scratch, 0, buffer::scratch, 0));
-    p.transfers.push_back(make(3, 2, 30, tier::scale_up, buffer::send, 0, buffer::recv, 100));
+    p.transfers.push_back(transfer_between({1, buffer::scratch, 0}, {3, buffer::scratch, 0}, 100, tier::scale_out));
+    p.transfers.push_back(transfer_between({3, buffer::send, 0}, {2, buffer::recv, 100}, 30, tier::scale_up));
     p.end_step();
-    p.transfers.push_back(make(3, 2, 100, tier::scale_up, buffer::scratch, 0, buffer::recv, 0));
+    p.transfers.push_back(transfer_between({3, buffer::scratch, 0}, {2, buffer::recv, 0}, 100, tier::scale_up));
     p.end_step();
     p.scratch_bytes[3] = 100;
     const verification v = fast::test::check_plan(p, f.m);
@@ -138,15 +145,15 @@ TEST_CASE("each violation kind is caught and located") {
         plan p;
         p.topology = f.topo;
         p.scratch_bytes = {200, 0, 0, 0};
-        p.transfers.push_back(make(0, 0, 100, tier::scale_up, buffer::send, 50, buffer::scratch, 0));
+        p.transfers.push_back(transfer_between({0, buffer::send, 50}, {0, buffer::scratch, 0}, 100, tier::scale_up));
         p.end_step();
         // Step 1 sends the staged block and overwrites part of it in the same step.
-        p.transfers.push_back(make(0, 2, 100, tier::scale_out, buffer::scratch, 0, buffer::recv, 0));
-        p.transfers.push_back(make(0, 0, 50, tier::scale_up, buffer::send, 0, buffer::scratch, 60));
+        p.transfers.push_back(transfer_between({0, buffer::scratch, 0}, {2, buffer::recv, 0}, 100, tier::scale_out));
+        p.transfers.push_back(transfer_between({0, buffer::send, 0}, {0, buffer::scratch, 60}, 50, tier::scale_up));
         p.end_step();
         CHECK(kind_of(p, f.m) == violation_kind::read_write_conflict);
-        p.transfers[1] = make(0, 0, 100, tier::scale_up, buffer::send, 50, buffer::scratch, 100);
-        p.transfers[2] = make(0, 0, 50, tier::scale_up, buffer::send, 0, buffer::scratch, 150);
+        p.transfers[1] = transfer_between({0, buffer::send, 50}, {0, buffer::scratch, 100}, 100, tier::scale_up);
+        p.transfers[2] = transfer_between({0, buffer::send, 0}, {0, buffer::scratch, 150}, 50, tier::scale_up);
         CHECK(kind_of(p, f.m) == violation_kind::overlapping_writes);
     }
     SECTION("wrong place") {
@@ -206,18 +213,18 @@ TEST_CASE("scratch may be reused once its reader's step is over") {
     p.scratch_bytes = {100, 0, 0, 0};
     // Rank 0 stages its 100-byte block in scratch, sends it, then stages the 50-byte block in
     // the same place and copies it to rank 1.
-    p.transfers.push_back(make(0, 0, 100, tier::scale_up, buffer::send, 50, buffer::scratch, 0));
+    p.transfers.push_back(transfer_between({0, buffer::send, 50}, {0, buffer::scratch, 0}, 100, tier::scale_up));
     p.end_step();
-    p.transfers.push_back(make(0, 2, 100, tier::scale_out, buffer::scratch, 0, buffer::recv, 0));
-    p.transfers.push_back(make(3, 2, 30, tier::scale_up, buffer::send, 0, buffer::recv, 100));
+    p.transfers.push_back(transfer_between({0, buffer::scratch, 0}, {2, buffer::recv, 0}, 100, tier::scale_out));
+    p.transfers.push_back(transfer_between({3, buffer::send, 0}, {2, buffer::recv, 100}, 30, tier::scale_up));
     p.end_step();
-    p.transfers.push_back(make(0, 0, 50, tier::scale_up, buffer::send, 0, buffer::scratch, 20));
+    p.transfers.push_back(transfer_between({0, buffer::send, 0}, {0, buffer::scratch, 20}, 50, tier::scale_up));
     p.end_step();
-    p.transfers.push_back(make(0, 1, 50, tier::scale_up, buffer::scratch, 20, buffer::recv, 0));
+    p.transfers.push_back(transfer_between({0, buffer::scratch, 20}, {1, buffer::recv, 0}, 50, tier::scale_up));
     p.end_step();
     fast::test::check_plan(p, f.m);
     // Reading the overwritten first block again is caught: it is not in scratch any more whole.
-    p.transfers.push_back(make(0, 2, 100, tier::scale_out, buffer::scratch, 0, buffer::recv, 0));
+    p.transfers.push_back(transfer_between({0, buffer::scratch, 0}, {2, buffer::recv, 0}, 100, tier::scale_out));
     p.end_step();
     const verification v = verify(p, f.m);
     REQUIRE_FALSE(v.ok());

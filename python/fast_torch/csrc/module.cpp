@@ -27,7 +27,8 @@ Enum parse_enum(std::string_view field, std::string_view value, std::initializer
         if (to_string(e) == value) return e;
         names += (names.empty() ? "" : ", ") + std::string(to_string(e));
     }
-    throw std::invalid_argument(std::string(field) + " must be one of " + names + ", got '" + std::string(value) + "'");
+    throw std::invalid_argument(std::string(field) + " must be one of " + names + ", got '" +
+                                fast::detail::quote_input(value) + "'");
 }
 
 c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,

@@ -66,8 +66,22 @@ enum class memory {
     return m == memory::host ? "host" : m == memory::cuda ? "cuda" : "hip";
 }
 
-/// Every rank of a communicator must pass the same configuration (checked at creation).
-struct config {
+/// The fabric the planner plans for: fast::topology's bandwidths and latencies, with its
+/// defaults (the h200 preset). Only the ratios and latencies shape the plan, so give the
+/// network's real figures: an emulated cluster with 100 Mbit/s NICs plans differently from a
+/// 400G one. Must be positive and finite (latencies non-negative) and equal on every rank.
+struct fabric {
+    double scale_up_gbps = 450.0;  ///< per GPU, GB/s
+    double scale_out_gbps = 50.0;  ///< per GPU (its NIC), GB/s
+    double alpha_up_us = 3.0;      ///< per step
+    double alpha_out_us = 10.0;    ///< per step
+
+    friend bool operator==(const fabric&, const fabric&) = default;
+};
+
+/// Every rank of a communicator must pass the same configuration (checked at creation). The
+/// fabric's figures are its own fields too (config.scale_out_gbps).
+struct config : fabric {
     /// Ranks per server (GPUs per server). 0: the ranks that share a host form a server; they must
     /// be contiguous ranks and every host must hold the same number of them. A positive value
     /// groups ranks [s * G, (s + 1) * G) into server s whatever their hosts are (emulation); the
@@ -94,14 +108,6 @@ struct config {
     /// Empty: the environment variable FAST_TRACE if set, else no trace (then the recording
     /// costs one branch per hook).
     std::string trace;
-    /// The fabric the planner plans for (fast::topology's fields; defaults: the h200 preset).
-    /// Only the ratios and latencies shape the plan, so give the network's real figures: an
-    /// emulated cluster with 100 Mbit/s NICs plans differently from a 400G one. Must be positive
-    /// and finite (latencies non-negative) and equal on every rank.
-    double scale_up_gbps = 450.0;
-    double scale_out_gbps = 50.0;
-    double alpha_up_us = 3.0;
-    double alpha_out_us = 10.0;
 };
 
 } // namespace fast::exec
