@@ -1,5 +1,5 @@
 #pragma once
-// Turns a stage schedule into transfers. The schedule says, for every rail and scale-out step,
+// Emission (the planner's stage 5): turns a stage schedule into transfers. The schedule says, for every rail and scale-out step,
 // how many bytes each server sends to which server; balancing (assign_tile) says which bytes of
 // a tile each rail carries, in stream order. The builder walks every (server pair, rail) stream
 // across that stream's slots and emits, per slice of a piece:
@@ -42,22 +42,18 @@
 #include <span>
 #include <vector>
 
-#include "../balance.hpp"
-#include "checked.hpp"
 #include "../error.hpp"
+#include "../piece.hpp"
 #include "../plan.hpp"
 #include "../rank_program.hpp"
 #include "../traffic_summary.hpp"
+#include "balancing.hpp"
+#include "checked.hpp"
+#include "schedule.hpp"
 
 namespace fast::detail {
 
 inline constexpr int max_window = 64;
-
-/// One slot's share of a (pair, rail) stream: `bytes` leave in scale-out step `step`.
-struct stream_slot {
-    std::int32_t step = 0;
-    std::int64_t bytes = 0;
-};
 
 /// When balancing and redistribution happen (see the file comment).
 enum class gather_timing { windowed, up_front };

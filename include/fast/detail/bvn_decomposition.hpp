@@ -1,0 +1,273 @@
+#pragma once
+// Decomposition (the planner's stage 2): a non-negative n x n matrix, stored flat, padded to
+// equal line sums (pad_flat) and written as a sum of weighted permutations (decompose_flat),
+// each a perfect matching on the positive entries (matching.hpp). fast::pad_to_regular and
+// fast::decompose (bvn.hpp) are the public entry points.
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "../decomposition.hpp"
+#include "../error.hpp"
+#include "../matching.hpp"
+#include "../traffic.hpp"
+
+namespace fast::detail {
+
+/// Pads the n x n row-major matrix `a` in place to line sums L = its largest line sum. Padding
+/// goes only to rows and columns below L (a maximal line is never touched). Returns L.
+/// O(n^2).
+inline std::int64_t pad_flat(std::vector<std::int64_t>& a, int n, std::vector<std::int64_t>& row_deficit,
+                             std::vector<std::int64_t>& col_deficit) {
+    const auto un = static_cast<std::size_t>(n);
+    row_deficit.assign(un, 0);
+    col_deficit.assign(un, 0);
+    for (std::size_t r = 0; r < un; ++r)
+        for (std::size_t c = 0; c < un; ++c) {
+            if (__builtin_add_overflow(row_deficit[r], a[r * un + c], &row_deficit[r]) ||
+                __builtin_add_overflow(col_deficit[c], a[r * un + c], &col_deficit[c]))
+                throw invalid_argument("pad: line sum of row " + std::to_string(r) + " or column " +
+                                       std::to_string(c) + " overflows int64");
+        }
+    std::int64_t l = 0;
+    for (std::size_t k = 0; k < un; ++k) l = std::max({l, row_deficit[k], col_deficit[k]});
+    for (std::size_t k = 0; k < un; ++k) {
+        row_deficit[k] = l - row_deficit[k];
+        col_deficit[k] = l - col_deficit[k];
+    }
+    // North-west corner rule over the deficient lines: both deficits sum to the same total.
+    std::size_t c = 0;
+    for (std::size_t r = 0; r < un; ++r) {
+        while (row_deficit[r] > 0) {
+            while (col_deficit[c] == 0) ++c;
+            const std::int64_t add = std::min(row_deficit[r], col_deficit[c]);
+            a[r * un + c] += add;
+            row_deficit[r] -= add;
+            col_deficit[c] -= add;
+        }
+    }
+    return l;
+}
+
+/// Buffers of decompose_flat, kept between calls.
+struct decompose_workspace {
+    bipartite_matching matching;
+    /// Restart the matching from scratch at every stage instead of repairing the last one: what
+    /// warm starts save (benchmarks/planner_bench's decompose_cold), never what plans use.
+    bool cold_starts = false;
+    bit_rows edges;
+    // Entries (r * n + c) by value, lazily: bucket v is the list from first[v] through
+    // next_entry (an entry is in at most one bucket: it leaves hers when it becomes an edge).
+    static constexpr std::uint32_t end_of_list = UINT32_MAX;
+    std::vector<std::uint32_t> first;      // per value
+    std::vector<std::uint32_t> next_entry; // per entry
+    std::vector<std::uint64_t> filled;     // bit v: bucket v is not empty
+
+    void add(std::size_t value, std::uint32_t entry) {
+        next_entry[entry] = first[value];
+        first[value] = entry;
+        filled[value >> 6] |= std::uint64_t{1} << (value & 63);
+    }
+    /// The largest value at most `v` whose bucket is not empty, or 0.
+    [[nodiscard]] std::size_t filled_at_most(std::size_t v) const noexcept {
+        for (std::size_t w = v >> 6;; --w) {
+            const std::uint64_t below = (v >> 6) == w && (v & 63) != 63 ? (std::uint64_t{1} << ((v & 63) + 1)) - 1 : ~std::uint64_t{0};
+            if (const std::uint64_t bits = filled[w] & below) return w * 64 + 63 - static_cast<std::size_t>(__builtin_clzll(bits));
+            if (w == 0) return 0;
+        }
+    }
+    void empty(std::size_t value) {
+        first[value] = end_of_list;
+        filled[value >> 6] &= ~(std::uint64_t{1} << (value & 63));
+    }
+};
+
+/// Bottleneck stages of the regular N x N row-major matrix `a` for N <= 4, consuming it: each
+/// stage is the permutation whose smallest entry is largest (the first in lexicographic order
+/// on ties), found among all N! <= 24. At this size (clusters of up to four servers) that costs
+/// less than repairing matchings. A permutation through a zero entry never comes back (entries
+/// only shrink), so each search takes the smallest entry of the permutations still alive and
+/// drops those that died: after the first stages only a few are left, fewer than a stage's
+/// entries pass through.
+template <int N>
+void decompose_by_permutations(std::vector<std::int64_t>& a, decomposition& out) {
+    static_assert(N >= 2 && N <= 4);
+    constexpr std::size_t count = N == 2 ? 2 : N == 3 ? 6 : 24;
+    constexpr auto n = static_cast<std::size_t>(N);
+    // Permutation k in lexicographic order takes entry entries[k][r] = r * N + column of row r.
+    static constexpr auto entries = [] {
+        std::array<std::array<std::uint8_t, N>, count> all{};
+        std::array<std::uint8_t, N> p{};
+        std::iota(p.begin(), p.end(), std::uint8_t{0});
+        for (auto& x : all) {
+            for (std::size_t r = 0; r < n; ++r) x[r] = static_cast<std::uint8_t>(r * n + p[r]);
+            std::next_permutation(p.begin(), p.end());
+        }
+        return all;
+    }();
+    std::array<std::uint8_t, count> live{};
+    std::iota(live.begin(), live.end(), std::uint8_t{0});
+    std::size_t live_count = count;
+    std::int64_t remaining = 0; // the common line sum still to decompose (row 0's)
+    for (std::size_t c = 0; c < n; ++c) remaining += a[c];
+    while (remaining > 0) {
+        std::int64_t w = 0;
+        std::size_t best = 0;
+        std::size_t kept = 0;
+        for (std::size_t j = 0; j < live_count; ++j) {
+            const std::uint8_t k = live[j];
+            std::int64_t smallest = a[entries[k][0]];
+            for (std::size_t r = 1; r < n; ++r) smallest = std::min(smallest, a[entries[k][r]]);
+            if (smallest == 0) continue;
+            live[kept++] = k;
+            best = smallest > w ? k : best;
+            w = std::max(w, smallest);
+        }
+        live_count = kept;
+        if (w == 0) throw invalid_argument("decompose: the matrix does not have equal line sums");
+        for (std::size_t r = 0; r < n; ++r) {
+            const std::uint8_t e = entries[best][r];
+            a[e] -= w;
+            out.perms.push_back(static_cast<std::int32_t>(e - r * n));
+        }
+        out.weights.push_back(w);
+        remaining -= w;
+    }
+}
+
+/// Decomposes the regular n x n row-major matrix `a` (all line sums equal), consuming it.
+/// Each stage zeroes at least one entry, so there are at most n^2 - 2n + 2 stages (Marcus-Ree
+/// bound of the Birkhoff algorithm). With `bottleneck`, a stage's smallest entry can never
+/// exceed the previous stage's (entries only shrink), so the threshold only decreases: when no
+/// perfect matching uses entries >= threshold, it drops to the next value present. Each stage
+/// then has the largest smallest entry of any perfect matching (up to n = 4 by trying every
+/// permutation: decompose_by_permutations, which may take another permutation on ties).
+inline void decompose_flat(std::vector<std::int64_t>& a, int n, matching_rule rule, decomposition& out,
+                           decompose_workspace& ws) {
+    out.clear(n);
+    if (rule == matching_rule::bottleneck && n >= 2 && n <= 4) {
+        if (n == 2) decompose_by_permutations<2>(a, out);
+        else if (n == 3) decompose_by_permutations<3>(a, out);
+        else decompose_by_permutations<4>(a, out);
+        return;
+    }
+    const auto un = static_cast<std::size_t>(n);
+    std::int64_t remaining = 0; // the common line sum still to decompose (row 0's)
+    std::int64_t top = 1;
+    for (std::size_t c = 0; c < un; ++c) remaining += a[c];
+    for (const std::int64_t v : a) top = std::max(top, v);
+    if (remaining == 0) return;
+    std::int64_t threshold = rule == matching_rule::any ? 1 : top;
+    bipartite_matching& matching = ws.matching;
+    matching.reset(n); // a warm start from another matrix would make plans depend on history
+    // The edges of the threshold graph, kept up to date as stages subtract and the threshold
+    // drops.
+    bit_rows& edges = ws.edges;
+    edges.reset(n);
+    for (std::size_t r = 0; r < un; ++r)
+        for (std::size_t c = 0; c < un; ++c)
+            if (a[r * un + c] >= threshold) edges.set(static_cast<int>(r), static_cast<int>(c));
+    // With small entries (quantised matrices), entries are bucketed by value so that lowering
+    // the threshold admits exactly the entries at the new value; a bucket may hold stale
+    // entries whose value has changed since (skipped). Otherwise each lowering scans.
+    const bool buckets = rule == matching_rule::bottleneck && top <= 64 * static_cast<std::int64_t>(un * un) + 1024;
+    if (buckets) {
+        // The last call's leftovers are in the buckets its bits name.
+        for (std::size_t w = 0; w < ws.filled.size(); ++w)
+            for (std::uint64_t bits = ws.filled[w]; bits != 0; bits &= bits - 1)
+                ws.first[w * 64 + static_cast<std::size_t>(__builtin_ctzll(bits))] = ws.end_of_list;
+        const auto values = static_cast<std::size_t>(top) + 1;
+        if (ws.first.size() < values) ws.first.resize(values, ws.end_of_list);
+        ws.next_entry.resize(un * un);
+        ws.filled.assign((values + 63) / 64, 0);
+        for (std::size_t k = 0; k < un * un; ++k)
+            if (a[k] > 0 && a[k] < threshold) ws.add(static_cast<std::size_t>(a[k]), static_cast<std::uint32_t>(k));
+    }
+    while (remaining > 0) {
+        if (ws.cold_starts) matching.reset(n);
+        // The matched pairs whose edge a stage removed were dropped where it removed them.
+        if (!(ws.cold_starts ? matching.complete(edges) : matching.grow(edges))) {
+            if (rule == matching_rule::any || threshold == 1)
+                throw invalid_argument("decompose: the matrix does not have equal line sums");
+            // Lower the threshold to the next value some entry still has, and on while the
+            // entries it admits cannot give the row that failed a path (complete would fail
+            // again, changing nothing: see bipartite_matching::can_grow).
+            bool grows = false;
+            while (!grows && threshold > 1) {
+                std::int64_t lower = threshold - 1;
+                bool any = false;
+                if (buckets) {
+                    // Empty buckets are passed over; a bucket may hold only stale entries.
+                    for (;;) {
+                        const auto v = static_cast<std::int64_t>(ws.filled_at_most(static_cast<std::size_t>(lower)));
+                        if (v == 0) {
+                            lower = 1;
+                            break;
+                        }
+                        lower = v;
+                        for (std::uint32_t k = ws.first[static_cast<std::size_t>(lower)]; k != ws.end_of_list; k = ws.next_entry[k])
+                            if (a[k] == lower) {
+                                const int r = static_cast<int>(k / un);
+                                const int c = static_cast<int>(k % un);
+                                edges.set(r, c);
+                                any = true;
+                                grows = grows || matching.can_grow(r, c);
+                            }
+                        ws.empty(static_cast<std::size_t>(lower));
+                        if (any || lower == 1) break;
+                        --lower;
+                    }
+                } else {
+                    std::int64_t next = 0;
+                    for (const std::int64_t v : a)
+                        if (v < threshold && v > next) next = v;
+                    lower = std::max<std::int64_t>(next, 1);
+                    for (std::size_t r = 0; r < un; ++r)
+                        for (std::size_t c = 0; c < un; ++c) {
+                            const std::int64_t v = a[r * un + c];
+                            if (v >= lower && v < threshold) {
+                                edges.set(static_cast<int>(r), static_cast<int>(c));
+                                grows = grows || matching.can_grow(static_cast<int>(r), static_cast<int>(c));
+                            }
+                        }
+                }
+                threshold = lower;
+            }
+            continue;
+        }
+        std::int64_t w = INT64_MAX;
+        for (std::size_t r = 0; r < un; ++r)
+            w = std::min(w, a[r * un + static_cast<std::size_t>(matching.col_of(static_cast<int>(r)))]);
+        for (std::size_t r = 0; r < un; ++r) {
+            const auto c = static_cast<std::size_t>(matching.col_of(static_cast<int>(r)));
+            std::int64_t& v = a[r * un + c];
+            v -= w;
+            if (v < threshold) {
+                edges.clear(static_cast<int>(r), static_cast<int>(c));
+                matching.unmatch(static_cast<int>(r));
+                if (buckets && v > 0) ws.add(static_cast<std::size_t>(v), static_cast<std::uint32_t>(r * un + c));
+            }
+            out.perms.push_back(static_cast<std::int32_t>(c));
+        }
+        out.weights.push_back(w);
+        remaining -= w;
+    }
+}
+
+inline std::vector<std::int64_t> to_flat(const traffic_matrix& m) {
+    if (m.rows() != m.cols())
+        throw invalid_argument("decompose: the matrix is " + std::to_string(m.rows()) + " x " +
+                               std::to_string(m.cols()) + ", not square");
+    if ((m.array() < 0).any()) throw invalid_argument("decompose: the matrix has a negative entry");
+    std::vector<std::int64_t> a(static_cast<std::size_t>(m.size()));
+    for (Eigen::Index r = 0; r < m.rows(); ++r)
+        for (Eigen::Index c = 0; c < m.cols(); ++c)
+            a[static_cast<std::size_t>(r * m.cols() + c)] = m(r, c);
+    return a;
+}
+
+} // namespace fast::detail
