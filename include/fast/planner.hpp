@@ -44,126 +44,15 @@
 #include "detail/schedule.hpp"
 #include "detail/shaping.hpp"
 #include "detail/sorting.hpp"
+#include "detail/sorting.hpp"
 #include "error.hpp"
 #include "plan.hpp"
+#include "plan_options.hpp"
 #include "rank_program.hpp"
 #include "traffic.hpp"
 #include "traffic_summary.hpp"
 
 namespace fast {
-
-/// What make_plan builds.
-enum class scheduler {
-    automatic,       ///< per call, fast or direct, whichever the cost model predicts faster
-    fast,            ///< FAST with the policy of plan_options::policy
-    fast_unbalanced, ///< stages of the GPU-level matrix, without intra-server balancing
-    direct,          ///< everything at once (NCCL / MPI style)
-    spreadout,       ///< R - 1 GPU-level shifted rounds
-};
-
-[[nodiscard]] inline std::string_view to_string(scheduler s) noexcept {
-    switch (s) {
-    case scheduler::automatic: return "automatic";
-    case scheduler::fast: return "fast";
-    case scheduler::fast_unbalanced: return "fast-unbalanced";
-    case scheduler::direct: return "direct";
-    case scheduler::spreadout: return "spreadout";
-    }
-    return "?";
-}
-
-/// Parses a scheduler name; throws fast::invalid_argument listing the valid ones.
-[[nodiscard]] inline scheduler parse_scheduler(std::string_view name) {
-    for (const scheduler s : {scheduler::automatic, scheduler::fast, scheduler::fast_unbalanced, scheduler::direct,
-                              scheduler::spreadout})
-        if (name == to_string(s)) return s;
-    throw invalid_argument("unknown scheduler '" + std::string(name) +
-                           "' (expected automatic, fast, fast-unbalanced, direct or spreadout)");
-}
-
-/// How FAST decomposes the traffic into stages (see the file comment).
-enum class policy { rail_packed, bottleneck, exact };
-
-[[nodiscard]] inline std::string_view to_string(policy p) noexcept {
-    switch (p) {
-    case policy::exact: return "exact";
-    case policy::bottleneck: return "bottleneck";
-    case policy::rail_packed: return "rail-packed";
-    }
-    return "?";
-}
-
-[[nodiscard]] inline policy parse_policy(std::string_view name) {
-    for (const policy p : {policy::rail_packed, policy::bottleneck, policy::exact})
-        if (name == to_string(p)) return p;
-    throw invalid_argument("unknown policy '" + std::string(name) +
-                           "' (expected rail-packed, bottleneck or exact)");
-}
-
-/// Order of the stages of the exact policy.
-enum class stage_order {
-    automatic,  ///< whichever of the two the cost model predicts faster
-    ascending,  ///< smallest first (the paper's analysis: redistribution hides under the next)
-    descending, ///< largest first (hides the intra-server traffic under the first stage)
-};
-
-struct plan_options {
-    /// automatic: FAST where the cost model predicts it faster than direct, direct where not
-    /// (latency-bound calls: small messages pay FAST's steps; planner::choose).
-    fast::scheduler scheduler = scheduler::automatic;
-    fast::policy policy = policy::rail_packed;
-    /// Stage order of the exact policy.
-    stage_order order = stage_order::automatic;
-    /// Exact policy: split every stage into this many consecutive stages, so that
-    /// redistribution overlaps at a finer grain (1 = off).
-    int chunks = 1;
-    /// Quantum in bytes of the bottleneck and rail-packed policies: the matrix they decompose is
-    /// rounded up to multiples of it (the slack is padding, never sent). 0: quantum_fraction.
-    std::int64_t quantum = 0;
-    /// The default quantum: this fraction of the busiest line's average entry. Rounding then
-    /// costs about half of it per line, while a line needs far fewer stages than exact BvN.
-    double quantum_fraction = 0.1;
-    /// Rail-packed policy without a fixed `quantum`: the quanta tried, quantum_fraction times 1,
-    /// 2, ..., quantum_choices; the schedule predicted fastest is kept (docs/algorithm.md).
-    int quantum_choices = 3;
-    /// Rail-packed policy without a fixed `quantum`: after the integer factors, the best factor
-    /// f is refined this many times, trying f -/+ 1/2, then -/+ 1/4 around the best so far, ...
-    /// (never below 1); each try is one more schedule (no transfers).
-    int quantum_refinements = 2;
-    /// The refinements run up to this many servers. Each is a decomposition of the S x S
-    /// matrix, most of the planning time from 32 servers up; beyond 64 servers the integer
-    /// factors alone keep predicted / T_lb within its target (1.10 at 128 x 8; refinements
-    /// gain under 1% there, docs/performance.md).
-    int refine_max_servers = 64;
-    /// Ramps of the bottleneck and rail-packed policies (0: none). Balancing for a step and
-    /// redistribution after it run during the neighbouring steps; ramps keep consecutive steps
-    /// close enough in length that this scale-up work is expected to fill at most this share of
-    /// a neighbour's scale-up time, given the busiest sending GPU's share of its server's
-    /// traffic. Long rail-packed calls use less (long_call_ramp_scale).
-    double ramp = 0.5;
-    /// Rail-packed policy: long calls use `ramp` times this. A ramp step costs one alpha_out
-    /// whatever the call's size, while balancing or redistribution that runs over its neighbours'
-    /// room (the busiest GPU's share misjudges a step's mix of server pairs) exposes time in
-    /// proportion to the bytes; so the longer the call, the more room the ramps keep spare. The
-    /// call's length is the busiest server's inter-server bytes / (G B_out), its balanced NICs'
-    /// time: up to 200 alpha_out the ramp is `ramp`, from 400 alpha_out
-    /// `ramp * long_call_ramp_scale`, log-linear between (docs/algorithm.md).
-    double long_call_ramp_scale = 0.8;
-    /// Steps are not cut shorter than this many alpha_out worth of bytes; the first and last
-    /// steps are about that long.
-    double min_step_alphas = 2.0;
-    /// Rail packing: no step is longer than this share of the busiest NIC's bytes. Scratch
-    /// holds about two steps' balanced and landed bytes, so this bounds it; smaller means more
-    /// steps (alpha_out each).
-    double max_step_share = 1.0;
-    /// Bottleneck and rail-packed policies: balancing for step k may happen in any of the
-    /// `window` steps before it, redistribution in any of the `window` steps after it.
-    int window = 2;
-    /// No transfer carries bytes of two blocks, so that each transfer is one contiguous range
-    /// in whichever user buffer it reads or writes (runtimes that cannot send scattered
-    /// ranges as one message, such as device memory over UCX). More transfers, same steps.
-    bool split_blocks = false;
-};
 
 /// Plans All-to-All(v) traffic on one topology, reusing its buffers from call to call.
 class planner {
@@ -171,34 +60,7 @@ public:
     explicit planner(const fast::topology& topo, plan_options options = {})
         : topo_(topo), options_(options) {
         validate(topo_);
-        if (options_.chunks < 1)
-            throw invalid_argument("chunks must be at least 1, got " + std::to_string(options_.chunks));
-        if (options_.quantum_refinements < 0 || options_.quantum_refinements > 16)
-            throw invalid_argument("quantum_refinements must be between 0 and 16, got " +
-                                   std::to_string(options_.quantum_refinements));
-        if (options_.refine_max_servers < 0)
-            throw invalid_argument("refine_max_servers must be non-negative, got " + std::to_string(options_.refine_max_servers));
-        if (options_.quantum_choices < 1 || options_.quantum_choices > 64)
-            throw invalid_argument("quantum_choices must be between 1 and 64, got " +
-                                   std::to_string(options_.quantum_choices));
-        if (options_.quantum < 0)
-            throw invalid_argument("quantum must be non-negative, got " + std::to_string(options_.quantum));
-        if (!(options_.ramp >= 0 && options_.ramp <= 1e6))
-            throw invalid_argument("ramp must be non-negative, got " + std::to_string(options_.ramp));
-        if (!(options_.quantum_fraction > 0 && options_.quantum_fraction <= 1e6))
-            throw invalid_argument("quantum_fraction must be positive, got " +
-                                   std::to_string(options_.quantum_fraction));
-        if (!(options_.long_call_ramp_scale > 0 && options_.long_call_ramp_scale <= 1e6))
-            throw invalid_argument("long_call_ramp_scale must be positive, got " +
-                                   std::to_string(options_.long_call_ramp_scale));
-        if (!(options_.min_step_alphas >= 0 && options_.min_step_alphas <= 1e6))
-            throw invalid_argument("min_step_alphas must be non-negative, got " +
-                                   std::to_string(options_.min_step_alphas));
-        if (!(options_.max_step_share > 0 && options_.max_step_share <= 1e6))
-            throw invalid_argument("max_step_share must be positive, got " + std::to_string(options_.max_step_share));
-        if (options_.window < 1 || options_.window > detail::max_window)
-            throw invalid_argument("window must be between 1 and " + std::to_string(detail::max_window) +
-                                   ", got " + std::to_string(options_.window));
+        validate(options_);
     }
 
     [[nodiscard]] const fast::topology& topology() const noexcept { return topo_; }
@@ -334,8 +196,8 @@ private:
     // over the sizes and shapes of planner_test's sweep, most with few servers and many GPUs),
     // so FAST must win by a margin that covers it.
     [[nodiscard]] bool direct_wins() const {
-        constexpr double margin = 1.10;
-        return options_.scheduler == scheduler::automatic && schedule_us() * margin >= direct_us();
+        return options_.scheduler == scheduler::automatic &&
+               schedule_us() * detail::tuning::automatic_margin >= direct_us();
     }
 
     // The direct plan, or the focus rank's program of it.
@@ -528,7 +390,7 @@ private:
     [[nodiscard]] double growth_for(double moved, double ramp) const {
         if (ramp <= 0) return 0.0;
         const double room = ramp * options_.window * topo_.scale_up_gbps / topo_.scale_out_gbps;
-        return std::clamp(room / std::max(moved, 1e-3), 1.5, 16.0);
+        return std::clamp(room / std::max(moved, 1e-3), detail::tuning::min_growth, detail::tuning::max_growth);
     }
 
     // --- beyond the paper ---------------------------------------------------------------------
@@ -558,10 +420,11 @@ private:
 
     // The ramp for a call whose balanced NICs carry `nic_bytes` each (long_call_ramp_scale).
     [[nodiscard]] double ramp_for(std::int64_t nic_bytes) const {
-        constexpr double short_call_alphas = 200; // up to here: `ramp`
-        constexpr double long_call_alphas = 400;  // from here: `ramp * long_call_ramp_scale`
         const double alphas =
             static_cast<double>(nic_bytes) / static_cast<double>(std::max<std::int64_t>(1, alpha_bytes(1.0)));
+        // Up to short_call_alphas: `ramp`; from long_call_alphas: `ramp * long_call_ramp_scale`.
+        using detail::tuning::long_call_alphas;
+        using detail::tuning::short_call_alphas;
         const double toward_long = std::clamp(std::log2(std::max(alphas, 1.0) / short_call_alphas) /
                                                   std::log2(long_call_alphas / short_call_alphas),
                                               0.0, 1.0);

@@ -9,10 +9,9 @@
 #include <cstdint>
 #include <limits>
 #include <span>
-#include <string>
 #include <vector>
 
-#include "../error.hpp"
+#include "assert.hpp"
 
 namespace fast::detail {
 
@@ -27,23 +26,27 @@ struct assignment_workspace {
     std::vector<std::uint8_t> matched;       // per row (1-based)
 };
 
-/// Writes to `col_of_row` (`rows` entries) an assignment of the rows to distinct columns that
-/// minimises the sum of cost[row * cols + col], for rows <= cols. Costs must be non-negative and
-/// at most 2^61 / cols; throws fast::invalid_argument otherwise.
-inline void min_cost_assignment(std::span<const std::int64_t> cost, std::size_t rows, std::size_t cols,
-                                std::span<std::size_t> col_of_row, assignment_workspace& ws) {
-    if (rows > cols || cost.size() != rows * cols || col_of_row.size() != rows)
-        throw invalid_argument("min_cost_assignment: " + std::to_string(cost.size()) + " costs and " +
-                               std::to_string(col_of_row.size()) + " results for " + std::to_string(rows) +
-                               " rows and " + std::to_string(cols) + " columns");
-    constexpr std::int64_t limit = std::int64_t{1} << 61;
+/// Costs times columns stay below this, so that potentials and reduced costs cannot overflow.
+inline constexpr std::int64_t max_cost_sum = std::int64_t{1} << 61;
+
+/// Whether every cost is non-negative and at most max_cost_sum / cols.
+[[nodiscard]] inline bool costs_fit(std::span<const std::int64_t> cost, std::size_t cols) noexcept {
     std::int64_t top = 0;
     for (const std::int64_t c : cost) {
-        if (c < 0) throw invalid_argument("min_cost_assignment: negative cost " + std::to_string(c));
+        if (c < 0) return false;
         top = std::max(top, c);
     }
-    if (cols > 0 && top > limit / static_cast<std::int64_t>(cols))
-        throw invalid_argument("min_cost_assignment: costs up to " + std::to_string(top) + " may overflow");
+    return cols == 0 || top <= max_cost_sum / static_cast<std::int64_t>(cols);
+}
+
+/// Writes to `col_of_row` (`rows` entries) an assignment of the rows to distinct columns that
+/// minimises the sum of cost[row * cols + col], for rows <= cols. Costs must be non-negative and
+/// at most max_cost_sum / cols (costs_fit; asserted).
+inline void min_cost_assignment(std::span<const std::int64_t> cost, std::size_t rows, std::size_t cols,
+                                std::span<std::size_t> col_of_row, assignment_workspace& ws) {
+    FAST_ASSERT(rows <= cols && cost.size() == rows * cols && col_of_row.size() == rows,
+                "min_cost_assignment: a cost per row and column, and no more rows than columns");
+    FAST_ASSERT(costs_fit(cost, cols), "min_cost_assignment: costs non-negative and at most max_cost_sum / cols");
     constexpr std::int64_t unreached = std::numeric_limits<std::int64_t>::max();
     ws.row_potential.assign(rows + 1, 0);
     ws.col_potential.assign(cols + 1, 0);

@@ -15,6 +15,8 @@
 #include "../error.hpp"
 #include "../matching.hpp"
 #include "../traffic.hpp"
+#include "assert.hpp"
+#include "tuning.hpp"
 
 namespace fast::detail {
 
@@ -128,7 +130,7 @@ void decompose_by_permutations(std::vector<std::int64_t>& a, decomposition& out)
             w = std::max(w, smallest);
         }
         live_count = kept;
-        if (w == 0) throw invalid_argument("decompose: the matrix does not have equal line sums");
+        FAST_ASSERT(w > 0, "decompose: the matrix has equal line sums");
         for (std::size_t r = 0; r < n; ++r) {
             const std::uint8_t e = entries[best][r];
             a[e] -= w;
@@ -174,7 +176,9 @@ inline void decompose_flat(std::vector<std::int64_t>& a, int n, matching_rule ru
     // With small entries (quantised matrices), entries are bucketed by value so that lowering
     // the threshold admits exactly the entries at the new value; a bucket may hold stale
     // entries whose value has changed since (skipped). Otherwise each lowering scans.
-    const bool buckets = rule == matching_rule::bottleneck && top <= 64 * static_cast<std::int64_t>(un * un) + 1024;
+    const bool buckets = rule == matching_rule::bottleneck &&
+                         top <= tuning::bucket_values_per_entry * static_cast<std::int64_t>(un * un) +
+                                    tuning::bucket_values_extra;
     if (buckets) {
         // The last call's leftovers are in the buckets its bits name.
         for (std::size_t w = 0; w < ws.filled.size(); ++w)
@@ -191,8 +195,7 @@ inline void decompose_flat(std::vector<std::int64_t>& a, int n, matching_rule ru
         if (ws.cold_starts) matching.reset(n);
         // The matched pairs whose edge a stage removed were dropped where it removed them.
         if (!(ws.cold_starts ? matching.complete(edges) : matching.grow(edges))) {
-            if (rule == matching_rule::any || threshold == 1)
-                throw invalid_argument("decompose: the matrix does not have equal line sums");
+            FAST_ASSERT(rule == matching_rule::bottleneck && threshold > 1, "decompose: the matrix has equal line sums");
             // Lower the threshold to the next value some entry still has, and on while the
             // entries it admits cannot give the row that failed a path (complete would fail
             // again, changing nothing: see bipartite_matching::can_grow).

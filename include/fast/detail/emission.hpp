@@ -47,13 +47,13 @@
 #include "../plan.hpp"
 #include "../rank_program.hpp"
 #include "../traffic_summary.hpp"
+#include "assert.hpp"
 #include "balancing.hpp"
 #include "checked.hpp"
 #include "schedule.hpp"
+#include "tuning.hpp"
 
 namespace fast::detail {
-
-inline constexpr int max_window = 64;
 
 /// When balancing and redistribution happen (see the file comment).
 enum class gather_timing { windowed, up_front };
@@ -99,9 +99,7 @@ public:
     /// carries bytes of two blocks (each is one contiguous range in a user buffer).
     void start(const traffic_summary& sum, const topology& topo, std::int32_t last_step, gather_timing timing,
                int window, std::span<const std::int64_t> step_bytes, int focus = -1, bool split_blocks = false) {
-        if (window < 1 || window > max_window)
-            throw invalid_argument("window must be between 1 and " + std::to_string(max_window) +
-                                   ", got " + std::to_string(window));
+        FAST_ASSERT(window >= 1 && window <= tuning::max_window, "the window was validated with the options");
         sum_ = &sum;
         topo_ = topo;
         g_ = topo.gpus_per_server;
@@ -373,7 +371,7 @@ private:
             open_move scatter; // keyed by final GPU, ending in its receive buffer
             std::int64_t left = slot.bytes;
             while (left > 0) {
-                if (pc == end) throw invalid_argument("internal: a stream has fewer bytes than its slots");
+                FAST_ASSERT(pc != end, "a stream has as many bytes as its slots");
                 const std::int64_t n = std::min(pc->bytes - used, left);
                 const auto a = static_cast<std::size_t>(pc->origin);
                 const auto b = static_cast<std::size_t>(pc->final);

@@ -10,6 +10,7 @@
 
 #include "assignment.hpp"
 #include "schedule.hpp"
+#include "tuning.hpp"
 
 namespace fast::detail {
 
@@ -93,10 +94,10 @@ inline void assign_rails(stage_schedule& sc, std::span<const std::int64_t> lengt
                 ws.rows.clear();
                 for (std::size_t x = 0; x < count; ++x)
                     if (ws.varies[x]) ws.rows.push_back(x);
-                // Costs are what a choice leaves uncovered, scaled down where G of them could
-                // overflow.
+                // Costs are what a choice leaves uncovered, scaled down to half of what
+                // min_cost_assignment accepts.
                 int shift = 0;
-                while ((top >> shift) > (std::int64_t{1} << 60) / static_cast<std::int64_t>(ug)) ++shift;
+                while ((top >> shift) > (max_cost_sum / 2) / static_cast<std::int64_t>(ug)) ++shift;
                 ws.cost.resize(ws.rows.size() * ug);
                 for (std::size_t i = 0; i < ws.rows.size(); ++i)
                     for (std::size_t r = 0; r < ug; ++r)
@@ -143,7 +144,7 @@ inline void assign_rails(stage_schedule& sc, std::span<const std::int64_t> lengt
     if (which != rail_steps::first) {
         ws.cover.assign(received.begin(), received.end());
         for (std::size_t k = ws.begin.size() - 2; k > peak; --k)
-            if (lengths[k] <= lengths[peak] / 2) choose(k);
+            if (lengths[k] <= lengths[peak] / tuning::short_step_divisor) choose(k);
     }
     if (which != rail_steps::falling) {
         ws.cover.assign(sent.begin(), sent.end());

@@ -11,6 +11,7 @@
 #include "checked.hpp"
 #include "schedule.hpp"
 #include "sorting.hpp"
+#include "tuning.hpp"
 
 namespace fast::detail {
 
@@ -117,7 +118,7 @@ std::int32_t shape_steps(stage_schedule& sc, double growth, std::int64_t edge, d
         std::int64_t last = 0;
         std::int64_t limit = first;
         for (const std::size_t step : side) {
-            while (growth > 1 && length(step) - limit > limit / 4 && limit > 0) {
+            while (growth > 1 && length(step) - limit > limit / tuning::ramp_slack_divisor && limit > 0) {
                 // Carve `limit` off unless that would leave a shorter remainder behind it; then
                 // cut the step in two equal halves instead (each under the limit).
                 const std::int64_t n = length(step);

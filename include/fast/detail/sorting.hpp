@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "tuning.hpp"
+
 namespace fast::detail {
 
 /// Sorts `order` by key(x) ascending, keeping the current order among equal keys, without
@@ -16,7 +18,7 @@ void stable_sort_by(std::vector<std::size_t>& order, std::vector<std::pair<std::
                     Key key) {
     keys.resize(order.size());
     for (std::size_t j = 0; j < order.size(); ++j) keys[j] = {key(order[j]), order[j]};
-    if (order.size() <= 32) {
+    if (order.size() <= tuning::insertion_sort_max) {
         for (std::size_t j = 1; j < keys.size(); ++j) {
             const auto x = keys[j];
             std::size_t at = j;
