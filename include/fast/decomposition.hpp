@@ -15,15 +15,16 @@ enum class matching_rule {
     bottleneck, ///< a matching maximising its smallest entry: the largest possible stage first
 };
 
-/// Stages of a decomposition, stored flat: stage k maps row s to column perm(k)[s].
+/// Stages of a decomposition of a `rows` x `rows` matrix, stored flat: stage k maps row s to
+/// column perm(k)[s] and carries weights[k].
 struct decomposition {
-    int n = 0;
-    std::vector<std::int32_t> perms; ///< stages * n
+    int rows = 0;
+    std::vector<std::int32_t> perms; ///< stages * rows
     std::vector<std::int64_t> weights;
 
     [[nodiscard]] std::size_t size() const noexcept { return weights.size(); }
     [[nodiscard]] std::span<const std::int32_t> perm(std::size_t k) const noexcept {
-        return {perms.data() + k * static_cast<std::size_t>(n), static_cast<std::size_t>(n)};
+        return {perms.data() + k * static_cast<std::size_t>(rows), static_cast<std::size_t>(rows)};
     }
     [[nodiscard]] std::int64_t total_weight() const noexcept {
         std::int64_t t = 0;
@@ -31,7 +32,7 @@ struct decomposition {
         return t;
     }
     void clear(int size) {
-        n = size;
+        rows = size;
         perms.clear();
         weights.clear();
     }

@@ -141,6 +141,119 @@ void decompose_by_permutations(std::vector<std::int64_t>& a, decomposition& out)
     }
 }
 
+namespace bvn {
+
+// A decomposition in progress: the n x n matrix left (`a`), the threshold (entries at or above
+// it are edges of ws.edges), and whether the entries below it are bucketed by value.
+struct progress {
+    std::vector<std::int64_t>& a;
+    std::size_t n;
+    std::int64_t threshold;
+    bool buckets;
+    decompose_workspace& ws;
+};
+
+// Whether the bottleneck rule's entries are few enough values to bucket (quantised matrices):
+// lowering the threshold then admits exactly the entries at the new value, instead of a scan.
+[[nodiscard]] inline bool buckets_fit(matching_rule rule, std::int64_t top, std::size_t n) noexcept {
+    return rule == matching_rule::bottleneck &&
+           top <= tuning::bucket_values_per_entry * static_cast<std::int64_t>(n * n) + tuning::bucket_values_extra;
+}
+
+// The threshold graph of the matrix, and with buckets every entry below the threshold in the
+// bucket of its value (values up to `top`).
+inline void start(progress& p, std::int64_t top) {
+    decompose_workspace& ws = p.ws;
+    ws.edges.reset(static_cast<int>(p.n));
+    for (std::size_t r = 0; r < p.n; ++r)
+        for (std::size_t c = 0; c < p.n; ++c)
+            if (p.a[r * p.n + c] >= p.threshold) ws.edges.set(static_cast<int>(r), static_cast<int>(c));
+    if (!p.buckets) return;
+    // The last call's leftovers are in the buckets its bits name.
+    for (std::size_t w = 0; w < ws.filled.size(); ++w)
+        for (std::uint64_t bits = ws.filled[w]; bits != 0; bits &= bits - 1)
+            ws.first[w * 64 + static_cast<std::size_t>(__builtin_ctzll(bits))] = ws.end_of_list;
+    const auto values = static_cast<std::size_t>(top) + 1;
+    if (ws.first.size() < values) ws.first.resize(values, ws.end_of_list);
+    ws.next_entry.resize(p.n * p.n);
+    ws.filled.assign((values + 63) / 64, 0);
+    for (std::size_t k = 0; k < p.n * p.n; ++k)
+        if (p.a[k] > 0 && p.a[k] < p.threshold) ws.add(static_cast<std::size_t>(p.a[k]), static_cast<std::uint32_t>(k));
+}
+
+// Makes entry k an edge; `grows` becomes true if that can give the failed row a path.
+inline void admit(progress& p, std::size_t k, bool& grows) {
+    const int r = static_cast<int>(k / p.n);
+    const int c = static_cast<int>(k % p.n);
+    p.ws.edges.set(r, c);
+    grows = grows || p.ws.matching.can_grow(r, c);
+}
+
+// The next value below the threshold that some entry still has, from the buckets (empty ones
+// passed over; a bucket may hold only stale entries, whose value changed since), with its
+// entries admitted; 1 if none.
+inline std::int64_t admit_bucketed(progress& p, bool& grows) {
+    decompose_workspace& ws = p.ws;
+    std::int64_t lower = p.threshold - 1;
+    for (bool any = false;;) {
+        const auto v = static_cast<std::int64_t>(ws.filled_at_most(static_cast<std::size_t>(lower)));
+        if (v == 0) return 1;
+        lower = v;
+        for (std::uint32_t k = ws.first[static_cast<std::size_t>(lower)]; k != ws.end_of_list; k = ws.next_entry[k])
+            if (p.a[k] == lower) {
+                admit(p, k, grows);
+                any = true;
+            }
+        ws.empty(static_cast<std::size_t>(lower));
+        if (any || lower == 1) return lower;
+        --lower;
+    }
+}
+
+// The same by a scan of the matrix.
+inline std::int64_t admit_scanned(progress& p, bool& grows) {
+    std::int64_t next = 0;
+    for (const std::int64_t v : p.a)
+        if (v < p.threshold && v > next) next = v;
+    const std::int64_t lower = std::max<std::int64_t>(next, 1);
+    for (std::size_t k = 0; k < p.n * p.n; ++k)
+        if (p.a[k] >= lower && p.a[k] < p.threshold) admit(p, k, grows);
+    return lower;
+}
+
+// After a failed search: lowers the threshold to the next value some entry still has, and on
+// while the entries it admits cannot give the row that failed a path (complete would fail
+// again, changing nothing: see bipartite_matching::can_grow).
+inline void lower_threshold(progress& p) {
+    bool grows = false;
+    while (!grows && p.threshold > 1) p.threshold = p.buckets ? admit_bucketed(p, grows) : admit_scanned(p, grows);
+}
+
+// Takes the matching as a stage: its smallest entry is the weight, subtracted along it; entries
+// that fall below the threshold stop being edges (and their matched pairs are dropped, so the
+// next search repairs only those rows). Returns the weight.
+inline std::int64_t take_stage(progress& p, decomposition& out) {
+    const bipartite_matching& matching = p.ws.matching;
+    std::int64_t w = INT64_MAX;
+    for (std::size_t r = 0; r < p.n; ++r)
+        w = std::min(w, p.a[r * p.n + static_cast<std::size_t>(matching.col_of(static_cast<int>(r)))]);
+    for (std::size_t r = 0; r < p.n; ++r) {
+        const auto c = static_cast<std::size_t>(matching.col_of(static_cast<int>(r)));
+        std::int64_t& v = p.a[r * p.n + c];
+        v -= w;
+        if (v < p.threshold) {
+            p.ws.edges.clear(static_cast<int>(r), static_cast<int>(c));
+            p.ws.matching.unmatch(static_cast<int>(r));
+            if (p.buckets && v > 0) p.ws.add(static_cast<std::size_t>(v), static_cast<std::uint32_t>(r * p.n + c));
+        }
+        out.perms.push_back(static_cast<std::int32_t>(c));
+    }
+    out.weights.push_back(w);
+    return w;
+}
+
+} // namespace bvn
+
 /// Decomposes the regular n x n row-major matrix `a` (all line sums equal), consuming it.
 /// Each stage zeroes at least one entry, so there are at most n^2 - 2n + 2 stages (Marcus-Ree
 /// bound of the Birkhoff algorithm). With `bottleneck`, a stage's smallest entry can never
@@ -163,102 +276,33 @@ inline void decompose_flat(std::vector<std::int64_t>& a, int n, matching_rule ru
     for (std::size_t c = 0; c < un; ++c) remaining += a[c];
     for (const std::int64_t v : a) top = std::max(top, v);
     if (remaining == 0) return;
-    std::int64_t threshold = rule == matching_rule::any ? 1 : top;
-    bipartite_matching& matching = ws.matching;
-    matching.reset(n); // a warm start from another matrix would make plans depend on history
-    // The edges of the threshold graph, kept up to date as stages subtract and the threshold
-    // drops.
-    bit_rows& edges = ws.edges;
-    edges.reset(n);
-    for (std::size_t r = 0; r < un; ++r)
-        for (std::size_t c = 0; c < un; ++c)
-            if (a[r * un + c] >= threshold) edges.set(static_cast<int>(r), static_cast<int>(c));
-    // With small entries (quantised matrices), entries are bucketed by value so that lowering
-    // the threshold admits exactly the entries at the new value; a bucket may hold stale
-    // entries whose value has changed since (skipped). Otherwise each lowering scans.
-    const bool buckets = rule == matching_rule::bottleneck &&
-                         top <= tuning::bucket_values_per_entry * static_cast<std::int64_t>(un * un) +
-                                    tuning::bucket_values_extra;
-    if (buckets) {
-        // The last call's leftovers are in the buckets its bits name.
-        for (std::size_t w = 0; w < ws.filled.size(); ++w)
-            for (std::uint64_t bits = ws.filled[w]; bits != 0; bits &= bits - 1)
-                ws.first[w * 64 + static_cast<std::size_t>(__builtin_ctzll(bits))] = ws.end_of_list;
-        const auto values = static_cast<std::size_t>(top) + 1;
-        if (ws.first.size() < values) ws.first.resize(values, ws.end_of_list);
-        ws.next_entry.resize(un * un);
-        ws.filled.assign((values + 63) / 64, 0);
-        for (std::size_t k = 0; k < un * un; ++k)
-            if (a[k] > 0 && a[k] < threshold) ws.add(static_cast<std::size_t>(a[k]), static_cast<std::uint32_t>(k));
-    }
+    bvn::progress p{a, un, rule == matching_rule::any ? 1 : top, bvn::buckets_fit(rule, top, un), ws};
+    ws.matching.reset(n); // a warm start from another matrix would make plans depend on history
+    bvn::start(p, top);
     while (remaining > 0) {
-        if (ws.cold_starts) matching.reset(n);
+        if (ws.cold_starts) ws.matching.reset(n);
         // The matched pairs whose edge a stage removed were dropped where it removed them.
-        if (!(ws.cold_starts ? matching.complete(edges) : matching.grow(edges))) {
-            FAST_ASSERT(rule == matching_rule::bottleneck && threshold > 1, "decompose: the matrix has equal line sums");
-            // Lower the threshold to the next value some entry still has, and on while the
-            // entries it admits cannot give the row that failed a path (complete would fail
-            // again, changing nothing: see bipartite_matching::can_grow).
-            bool grows = false;
-            while (!grows && threshold > 1) {
-                std::int64_t lower = threshold - 1;
-                bool any = false;
-                if (buckets) {
-                    // Empty buckets are passed over; a bucket may hold only stale entries.
-                    for (;;) {
-                        const auto v = static_cast<std::int64_t>(ws.filled_at_most(static_cast<std::size_t>(lower)));
-                        if (v == 0) {
-                            lower = 1;
-                            break;
-                        }
-                        lower = v;
-                        for (std::uint32_t k = ws.first[static_cast<std::size_t>(lower)]; k != ws.end_of_list; k = ws.next_entry[k])
-                            if (a[k] == lower) {
-                                const int r = static_cast<int>(k / un);
-                                const int c = static_cast<int>(k % un);
-                                edges.set(r, c);
-                                any = true;
-                                grows = grows || matching.can_grow(r, c);
-                            }
-                        ws.empty(static_cast<std::size_t>(lower));
-                        if (any || lower == 1) break;
-                        --lower;
-                    }
-                } else {
-                    std::int64_t next = 0;
-                    for (const std::int64_t v : a)
-                        if (v < threshold && v > next) next = v;
-                    lower = std::max<std::int64_t>(next, 1);
-                    for (std::size_t r = 0; r < un; ++r)
-                        for (std::size_t c = 0; c < un; ++c) {
-                            const std::int64_t v = a[r * un + c];
-                            if (v >= lower && v < threshold) {
-                                edges.set(static_cast<int>(r), static_cast<int>(c));
-                                grows = grows || matching.can_grow(static_cast<int>(r), static_cast<int>(c));
-                            }
-                        }
-                }
-                threshold = lower;
-            }
-            continue;
+        if (ws.cold_starts ? ws.matching.complete(ws.edges) : ws.matching.grow(ws.edges)) {
+            remaining -= bvn::take_stage(p, out);
+        } else {
+            FAST_ASSERT(rule == matching_rule::bottleneck && p.threshold > 1, "decompose: the matrix has equal line sums");
+            bvn::lower_threshold(p);
         }
-        std::int64_t w = INT64_MAX;
-        for (std::size_t r = 0; r < un; ++r)
-            w = std::min(w, a[r * un + static_cast<std::size_t>(matching.col_of(static_cast<int>(r)))]);
-        for (std::size_t r = 0; r < un; ++r) {
-            const auto c = static_cast<std::size_t>(matching.col_of(static_cast<int>(r)));
-            std::int64_t& v = a[r * un + c];
-            v -= w;
-            if (v < threshold) {
-                edges.clear(static_cast<int>(r), static_cast<int>(c));
-                matching.unmatch(static_cast<int>(r));
-                if (buckets && v > 0) ws.add(static_cast<std::size_t>(v), static_cast<std::uint32_t>(r * un + c));
-            }
-            out.perms.push_back(static_cast<std::int32_t>(c));
-        }
-        out.weights.push_back(w);
-        remaining -= w;
     }
+}
+
+/// Buffers of decompose_padded, kept between calls.
+struct padding_workspace {
+    std::vector<std::int64_t> row_deficit;
+    std::vector<std::int64_t> col_deficit;
+    decompose_workspace decompose;
+};
+
+/// Pads the n x n row-major matrix `a` to equal line sums and decomposes it (consuming it).
+inline void decompose_padded(std::vector<std::int64_t>& a, int n, matching_rule rule, decomposition& out,
+                             padding_workspace& ws) {
+    pad_flat(a, n, ws.row_deficit, ws.col_deficit);
+    decompose_flat(a, n, rule, out, ws.decompose);
 }
 
 inline std::vector<std::int64_t> to_flat(const traffic_matrix& m) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../decomposition.hpp"
+#include "bvn_decomposition.hpp"
 #include "checked.hpp"
 #include "schedule.hpp"
 #include "sorting.hpp"
@@ -30,6 +31,23 @@ inline void scale_weights(decomposition& d, std::int64_t quantum) {
         if (__builtin_mul_overflow(w, quantum, &w)) w = INT64_MAX;
     }
 }
+
+/// The bottleneck stages of the n x n matrix `a` (consumed) rounded up to multiples of
+/// `quantum` (the slack is padding, never sent), with their weights in bytes again.
+inline void decompose_quantised(std::vector<std::int64_t>& a, int n, std::int64_t quantum, decomposition& out,
+                                padding_workspace& ws) {
+    quantise(a, quantum);
+    decompose_padded(a, n, matching_rule::bottleneck, out, ws);
+    scale_weights(out, quantum);
+}
+
+/// A piece while finding the water level: it fills `cells` cells of the current length, one
+/// more from length `next` = floor(bytes / (cells + 1)) down.
+struct level_cursor {
+    std::int64_t bytes;
+    std::int64_t cells;
+    std::int64_t next;
+};
 
 /// The water level of pieces with durations `pieces` (longest first): the largest D at which
 /// they fill at least g cells, a piece of duration w filling floor(w / D) of them; 0 if none.
@@ -75,21 +93,29 @@ inline std::int64_t water_level(std::span<const std::int64_t> pieces, int g, std
     return d;
 }
 
-/// A rail-packed step (see build_rail_packed) from the durations of the pieces left, longest
-/// first: the water level `lo` (at least 1), the cell length `level`, and whether the step is
-/// the last.
+/// What bounds the steps of rail packing (see pack_rails): G rails, pieces not cut below
+/// `min_step` bytes, no step longer than `max_step` bytes.
+struct packing_limits {
+    int rails = 1;
+    std::int64_t min_step = 0;
+    std::int64_t max_step = 0;
+};
+
+/// A rail-packed step (see pack_rails) from the durations of the pieces left, longest first:
+/// the water level `lo` (at least 1), the cell length `level`, and whether the step is the last.
 struct packed_step {
     std::int64_t lo;
     std::int64_t level;
     bool last;
 };
 
-inline packed_step plan_packed_step(std::span<const std::int64_t> pieces, int g, std::int64_t min_step,
-                                    std::int64_t max_step, std::vector<level_cursor>& levels) {
+inline packed_step plan_packed_step(std::span<const std::int64_t> pieces, const packing_limits& limits,
+                                    std::vector<level_cursor>& levels) {
+    const int g = limits.rails;
     // The water level: the largest D with at least G cells.
     const std::int64_t lo = std::max<std::int64_t>(1, water_level(pieces, g, levels));
-    const std::int64_t level =
-        std::min(std::max(lo, std::min(min_step, pieces.front())), std::max<std::int64_t>(max_step, 1));
+    const std::int64_t level = std::min(std::max(lo, std::min(limits.min_step, pieces.front())),
+                                        std::max<std::int64_t>(limits.max_step, 1));
     // The last step: every piece fits in G cells of at most `level`, counted only until they
     // exceed G (the sum could overflow with huge pieces and a tiny level).
     std::int64_t cells = 0;
@@ -123,7 +149,7 @@ inline packed_step plan_packed_step(std::span<const std::int64_t> pieces, int g,
 inline void build_uniform_rails(const decomposition& stages, std::span<const std::size_t> sequence,
                                 std::span<const std::int64_t> share, int g, int chunks,
                                 std::vector<std::int64_t>& left, stage_schedule& out) {
-    const int s_count = stages.n;
+    const int s_count = stages.rows;
     const auto us = static_cast<std::size_t>(s_count);
     const auto ug = static_cast<std::size_t>(g);
     out.clear(s_count, g);
@@ -160,6 +186,80 @@ inline void build_uniform_rails(const decomposition& stages, std::span<const std
     out.last_step = step;
 }
 
+/// How many cells a piece of duration w takes in `step`, given the rails left: floor(w / level),
+/// or in the last step ceil(w / level); below the water level (a step held at min_step) a piece
+/// shorter than a cell takes one whole. 0: the piece waits for a later, shorter step.
+[[nodiscard]] inline std::int64_t cells_for(std::int64_t w, int rails_left, const packed_step& step) noexcept {
+    std::int64_t cells = std::min<std::int64_t>(step.last ? ceil_div(w, step.level) : w / step.level, rails_left);
+    if (cells == 0 && step.level != step.lo) cells = 1;
+    return cells;
+}
+
+/// Buffers of pack_rails and packed_step_lengths, kept between plans so that planning again
+/// allocates nothing.
+struct packing_workspace {
+    std::vector<std::int64_t> left;     // per server pair: bytes not yet in a stage
+    std::vector<std::int64_t> real;     // pack_rails: per stage and server, real bytes not yet in a slot
+    std::vector<std::int64_t> duration; // per stage: its busiest server's real bytes left
+    std::vector<std::size_t> perm_of;   // pack_rails: per stage, its permutation in the schedule
+    std::vector<std::size_t> order;     // pack_rails: the stages with bytes left, longest first
+    std::vector<std::pair<std::int64_t, std::size_t>> keys; // for sorting `order` stably
+    std::vector<level_cursor> levels;   // finding a step's water level
+    std::vector<std::int64_t> pieces;   // the stages' durations left, longest first
+};
+
+/// Pours each server pair's bytes (`pair_bytes`, s * S + d) into the stages in order, min(weight,
+/// what is left): ws.duration gets each stage's busiest server's real bytes and, unless `real`
+/// is empty, real[k * S + s] server s's real bytes in stage k.
+inline void pour_pairs(const decomposition& stages, std::span<const std::int64_t> pair_bytes, packing_workspace& ws,
+                       std::span<std::int64_t> real) {
+    const auto us = static_cast<std::size_t>(stages.rows);
+    ws.left.assign(pair_bytes.begin(), pair_bytes.end());
+    ws.duration.assign(stages.size(), 0);
+    for (std::size_t k = 0; k < stages.size(); ++k) {
+        const auto perm = stages.perm(k);
+        for (std::size_t s = 0; s < us; ++s) {
+            const auto d = static_cast<std::size_t>(perm[s]);
+            if (d == s) continue;
+            const std::int64_t n = std::min(stages.weights[k], ws.left[s * us + d]);
+            ws.left[s * us + d] -= n;
+            if (!real.empty()) real[k * us + s] = n;
+            ws.duration[k] = std::max(ws.duration[k], n);
+        }
+    }
+}
+
+/// Fills one packed step of `out` (numbered `number`): the stages of ws.order, longest first,
+/// take their cells (cells_for) until the G rails are used; every cell takes min(level, its
+/// bytes) from each server of its stage. Returns the step's length, its busiest sender's bytes.
+inline std::int64_t fill_packed_step(const packed_step& step, std::int32_t number, int g, stage_schedule& out,
+                                     packing_workspace& ws) {
+    const auto us = static_cast<std::size_t>(out.servers);
+    int rail = 0;
+    std::int64_t length = 0;
+    for (const std::size_t k : ws.order) {
+        if (rail >= g) break;
+        const std::int64_t cells = cells_for(ws.duration[k], g - rail, step);
+        for (std::int64_t c = 0; c < cells; ++c) {
+            std::int64_t* stage_real = ws.real.data() + k * us;
+            const std::size_t b = out.add_bytes();
+            std::int64_t longest = 0;
+            for (std::size_t s = 0; s < us; ++s) {
+                const std::int64_t n = std::min(step.level, stage_real[s]);
+                stage_real[s] -= n;
+                out.bytes[b * us + s] = n;
+                length = std::max(length, n);
+                longest = std::max(longest, stage_real[s]);
+            }
+            ws.duration[k] = longest;
+            out.slots.push_back({static_cast<std::int32_t>(rail), number, ws.perm_of[k], b});
+            ++rail;
+            if (ws.duration[k] == 0) break;
+        }
+    }
+    return length;
+}
+
 /// Rail packing. `stages` decompose the server-level matrix (total bytes per server pair,
 /// `pair_bytes`, s * S + d), largest stages first. Each pair's bytes fill its stages in that
 /// order (min(weight, what is left)); a stage lasts as long as its busiest server's bytes.
@@ -175,134 +275,77 @@ inline void build_uniform_rails(const decomposition& stages, std::span<const std
 /// shortest such D (a ragged tail of short steps would cost an alpha each and leave rails
 /// idle). No step is longer than `max_step` bytes, which bounds scratch: a step's gathered and
 /// landed bytes are staged. Steps come out longest first, numbered from 1.
-///
-/// A caller comparing schedules by their step lengths plus `step_cost` per step may pass the
-/// best such cost so far as `budget`: the build stops, returning false, once the steps built
-/// reach it. shape_steps only splits steps (their lengths keep their sum), so such a schedule
-/// cannot end below the budget.
-///
-/// Every cell takes min(D, its bytes) from every server of its stage, so a stage's duration
-/// after a cell is exactly max(0, duration - D): the steps follow from the stage durations
-/// alone. With `materialise` false nothing is written to `out` but its step count
-/// (out.last_step), and ws.length holds each step's length (index 0 unused): what
-/// shape_steps<false> needs to cost the schedule without building it.
-template <bool materialise = true>
-bool build_rail_packed(const decomposition& stages, std::span<const std::int64_t> pair_bytes,
-                       int g, std::int64_t min_step, std::int64_t max_step, stage_schedule& out,
-                       schedule_workspace& ws, double budget = HUGE_VAL, std::int64_t step_cost = 0) {
-    const int s_count = stages.n;
-    const auto us = static_cast<std::size_t>(s_count);
-    const std::size_t k_count = stages.size();
-    out.clear(s_count, g);
-    if constexpr (!materialise) ws.length.assign(1, 0);
-    std::vector<std::int64_t>& left = ws.left;
-    std::vector<std::int64_t>& real = ws.real;
-    std::vector<std::int64_t>& duration = ws.duration;
-    std::vector<std::size_t>& order = ws.order;
-    std::vector<std::int64_t>& pieces = ws.pieces;
-    left.assign(pair_bytes.begin(), pair_bytes.end());
-    if constexpr (materialise) real.assign(k_count * us, 0);
-    duration.assign(k_count, 0);
-    for (std::size_t k = 0; k < k_count; ++k) {
-        const auto perm = stages.perm(k);
-        for (std::size_t s = 0; s < us; ++s) {
-            const auto d = static_cast<std::size_t>(perm[s]);
-            if (d == s) continue;
-            const std::int64_t n = std::min(stages.weights[k], left[s * us + d]);
-            left[s * us + d] -= n;
-            if constexpr (materialise) real[k * us + s] = n;
-            duration[k] = std::max(duration[k], n);
-        }
-    }
-    std::vector<std::size_t>& perm_of = ws.perm_of;
-    if constexpr (materialise) {
-        perm_of.resize(k_count);
-        for (std::size_t k = 0; k < k_count; ++k) perm_of[k] = out.add_perm(stages.perm(k));
-        order.clear();
-        for (std::size_t k = 0; k < k_count; ++k)
-            if (duration[k] > 0) order.push_back(k);
-    } else {
-        // The steps depend on the durations alone, not on which stage has which: the pieces
-        // are kept as durations, longest first.
-        pieces.clear();
-        for (const std::int64_t w : duration)
-            if (w > 0) pieces.push_back(w);
-        std::sort(pieces.begin(), pieces.end(), std::greater<>());
+inline void pack_rails(const decomposition& stages, std::span<const std::int64_t> pair_bytes,
+                       const packing_limits& limits, stage_schedule& out, packing_workspace& ws) {
+    const auto us = static_cast<std::size_t>(stages.rows);
+    out.clear(stages.rows, limits.rails);
+    ws.real.assign(stages.size() * us, 0);
+    pour_pairs(stages, pair_bytes, ws, ws.real);
+    ws.perm_of.resize(stages.size());
+    ws.order.clear();
+    for (std::size_t k = 0; k < stages.size(); ++k) {
+        ws.perm_of[k] = out.add_perm(stages.perm(k));
+        if (ws.duration[k] > 0) ws.order.push_back(k);
     }
     std::int32_t step = 0;
-    double cost = 0;
-    while (materialise ? !order.empty() : !pieces.empty()) {
-        if constexpr (materialise) {
-            stable_sort_by(order, ws.keys, [&](std::size_t k) { return -duration[k]; });
-            pieces.resize(order.size());
-            for (std::size_t j = 0; j < order.size(); ++j) pieces[j] = duration[order[j]];
-        }
-        // Named, not a structured binding: clang 14 cannot capture bindings in the lambda below.
-        const packed_step next_step = plan_packed_step(pieces, g, min_step, max_step, ws.levels);
-        const std::int64_t lo = next_step.lo;
-        const std::int64_t level = next_step.level;
-        const bool last = next_step.last;
-        // Cells for a piece of duration w, given the rails left.
-        const auto cells_for = [&](std::int64_t w, int rails_left) {
-            std::int64_t cells = std::min<std::int64_t>(last ? ceil_div(w, level) : w / level, rails_left);
-            if (cells == 0 && level != lo) cells = 1; // below min_step: takes a cell whole
-            return cells; // 0: shorter than a full cell, for a later, shorter step
-        };
-        ++step;
-        int rail = 0;
-        std::int64_t length = 0; // the step's busiest sender's bytes
-        if constexpr (materialise) {
-            for (const std::size_t k : order) {
-                if (rail >= g) break;
-                const std::int64_t cells = cells_for(duration[k], g - rail);
-                for (std::int64_t c = 0; c < cells; ++c) {
-                    std::int64_t* stage_real = real.data() + k * us;
-                    const std::size_t b = out.add_bytes();
-                    std::int64_t longest = 0;
-                    for (std::size_t s = 0; s < us; ++s) {
-                        const std::int64_t n = std::min(level, stage_real[s]);
-                        stage_real[s] -= n;
-                        out.bytes[b * us + s] = n;
-                        length = std::max(length, n);
-                        longest = std::max(longest, stage_real[s]);
-                    }
-                    duration[k] = longest;
-                    out.slots.push_back({static_cast<std::int32_t>(rail), step, perm_of[k], b});
-                    ++rail;
-                    if (duration[k] == 0) break;
-                }
-            }
-        } else {
-            // Each cell takes min(level, w): the first the most; the cells past the piece's end
-            // stay free.
-            for (std::int64_t& w : pieces) {
-                if (rail >= g) break;
-                const std::int64_t cells = cells_for(w, g - rail);
-                if (cells == 0) continue;
-                const std::int64_t needed = ceil_div(w, level);
-                length = std::max(length, std::min(level, w));
-                w = cells >= needed ? 0 : w - cells * level;
-                rail += static_cast<int>(std::min(cells, needed));
-            }
-            ws.length.push_back(length);
-        }
-        cost += static_cast<double>(length) + static_cast<double>(step_cost);
-        if (cost >= budget) return false;
-        if constexpr (materialise) {
-            order.erase(std::remove_if(order.begin(), order.end(), [&](std::size_t k) { return duration[k] == 0; }),
-                        order.end());
-        } else {
-            // Only the pieces that got cells shortened: an insertion sort restores the order.
-            pieces.erase(std::remove(pieces.begin(), pieces.end(), std::int64_t{0}), pieces.end());
-            for (std::size_t j = 1; j < pieces.size(); ++j) {
-                const std::int64_t w = pieces[j];
-                std::size_t at = j;
-                for (; at > 0 && pieces[at - 1] < w; --at) pieces[at] = pieces[at - 1];
-                pieces[at] = w;
-            }
-        }
+    while (!ws.order.empty()) {
+        stable_sort_by(ws.order, ws.keys, [&](std::size_t k) { return -ws.duration[k]; });
+        ws.pieces.resize(ws.order.size());
+        for (std::size_t j = 0; j < ws.order.size(); ++j) ws.pieces[j] = ws.duration[ws.order[j]];
+        fill_packed_step(plan_packed_step(ws.pieces, limits, ws.levels), ++step, limits.rails, out, ws);
+        std::erase_if(ws.order, [&](std::size_t k) { return ws.duration[k] == 0; });
     }
     out.last_step = step;
+}
+
+/// A bound on a schedule's cost, its step lengths plus `step_cost` per step: packed_step_lengths
+/// gives up once the steps built reach `limit`.
+struct packing_budget {
+    double limit = HUGE_VAL;
+    std::int64_t step_cost = 0;
+};
+
+/// The step lengths pack_rails would give (`lengths`, index 0 unused), without building the
+/// schedule. Every cell takes min(D, its bytes) from every server of its stage, so a stage's
+/// duration after a cell is exactly max(0, duration - D): the steps follow from the stage
+/// durations alone, kept as pieces, longest first (which stage has which does not matter).
+/// Returns false, leaving `lengths` partial, once the steps reach the budget: a caller comparing
+/// schedules by cost passes the best so far (shaping only splits steps, keeping their lengths'
+/// sum, so such a schedule cannot end below it).
+inline bool packed_step_lengths(const decomposition& stages, std::span<const std::int64_t> pair_bytes,
+                                const packing_limits& limits, const packing_budget& budget, packing_workspace& ws,
+                                std::vector<std::int64_t>& lengths) {
+    pour_pairs(stages, pair_bytes, ws, {});
+    std::vector<std::int64_t>& pieces = ws.pieces;
+    pieces.clear();
+    for (const std::int64_t w : ws.duration)
+        if (w > 0) pieces.push_back(w);
+    std::sort(pieces.begin(), pieces.end(), std::greater<>());
+    lengths.assign(1, 0);
+    double cost = 0;
+    while (!pieces.empty()) {
+        const packed_step step = plan_packed_step(pieces, limits, ws.levels);
+        // Each cell takes min(level, w): the first the most; the cells past the piece's end
+        // stay free.
+        int rail = 0;
+        std::int64_t length = 0;
+        for (std::int64_t& w : pieces) {
+            if (rail >= limits.rails) break;
+            const std::int64_t cells = cells_for(w, limits.rails - rail, step);
+            if (cells == 0) continue;
+            const std::int64_t needed = ceil_div(w, step.level);
+            length = std::max(length, std::min(step.level, w));
+            w = cells >= needed ? 0 : w - cells * step.level;
+            rail += static_cast<int>(std::min(cells, needed));
+        }
+        lengths.push_back(length);
+        cost += static_cast<double>(length) + static_cast<double>(budget.step_cost);
+        if (cost >= budget.limit) return false;
+        // Only the pieces that got cells shortened: an insertion sort restores the order.
+        std::erase(pieces, std::int64_t{0});
+        insertion_sort(pieces.begin(), pieces.end(), std::greater<>());
+    }
     return true;
 }
+
 } // namespace fast::detail

@@ -11,10 +11,7 @@
 #include <cstdint>
 #include <numeric>
 #include <span>
-#include <utility>
 #include <vector>
-
-#include "assignment.hpp"
 
 namespace fast::detail {
 
@@ -139,38 +136,4 @@ inline void step_lengths(const stage_schedule& sc, std::vector<std::int64_t>& le
         length[static_cast<std::size_t>(x.step)] = std::max(length[static_cast<std::size_t>(x.step)], sc.longest(x));
 }
 
-/// A piece while finding the water level: it fills `cells` cells of the current length, one
-/// more from length `next` = floor(bytes / (cells + 1)) down.
-struct level_cursor {
-    std::int64_t bytes;
-    std::int64_t cells;
-    std::int64_t next;
-};
-
-/// Buffers of build_rail_packed, shape_steps and assign_rails, kept between plans so that
-/// planning again allocates nothing.
-struct schedule_workspace {
-    std::vector<std::int64_t> left;     // per server pair: bytes not yet in a stage
-    std::vector<std::int64_t> real;     // per stage and server: real bytes not yet in a slot
-    std::vector<std::int64_t> duration; // per stage: its busiest server's real bytes left
-    std::vector<std::size_t> perm_of;   // per stage: its permutation in the schedule
-    std::vector<std::size_t> order;     // stages (build_rail_packed) or steps (shape_steps)
-    std::vector<std::pair<std::int64_t, std::size_t>> keys; // for sorting `order` stably
-    std::vector<std::size_t> members;   // shape_steps, assign_rails: slots grouped by step (slots_by_step)
-    std::vector<std::size_t> begin;     // step k's slots are members[begin[k], begin[k + 1])
-    std::vector<std::int64_t> length;   // build_rail_packed<false>, shape_steps: per step, its length
-    std::vector<std::size_t> rising;    // shape_steps: steps of the pyramid's two sides
-    std::vector<std::size_t> falling;
-    std::vector<level_cursor> levels;   // build_rail_packed: finding a step's water level
-    std::vector<std::int64_t> pieces;   // build_rail_packed: the stages' durations left, longest first
-    std::vector<std::int64_t> cover;    // assign_rails: per (pair, rail), the bytes a slot there may still cover
-    std::vector<std::int64_t> score;    // assign_rails: per (slot of the step, rail), the bytes it would cover
-    std::vector<std::int64_t> cost;     // assign_rails: the scores as costs
-    std::vector<std::size_t> rail_of;   // assign_rails: per slot of the step, its rail
-    std::vector<std::uint8_t> taken;    // assign_rails: per rail, whether a slot has it
-    std::vector<std::size_t> rows;      // assign_rails: the slots whose rail matters
-    std::vector<std::uint8_t> varies;   // assign_rails: per slot of the step, whether its rail matters
-    std::vector<std::size_t> pick;      // assign_rails: their rails
-    assignment_workspace assignment;
-};
 } // namespace fast::detail
