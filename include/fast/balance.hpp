@@ -14,9 +14,10 @@
 #include <vector>
 
 #include "detail/balancing.hpp"
-#include "detail/checked.hpp"
+#include "detail/server_matrix.hpp"
 #include "piece.hpp"
 #include "traffic.hpp"
+#include "traffic_summary.hpp"
 
 namespace fast {
 
@@ -46,50 +47,41 @@ struct balanced_traffic {
     }
 };
 
-/// Balances every inter-server tile of a validated traffic matrix: each GPU of s carries
-/// floor(t / G) or ceil(t / G) of the t bytes s sends to d, rail-aligned. O(R^2 log G).
+/// Balances every inter-server tile of a traffic matrix (validated here): each GPU of s
+/// carries floor(t / G) or ceil(t / G) of the t bytes s sends to d, rail-aligned (the shares of
+/// detail/server_matrix.hpp), the bytes chosen by detail::assign_tile. O(R^2).
 [[nodiscard]] inline balanced_traffic balance(const traffic_matrix& m, const topology& topo) {
     validate_traffic(m, topo);
     const int s_count = topo.servers;
     const int g = topo.gpus_per_server;
+    const auto us = static_cast<std::size_t>(s_count);
     const auto ug = static_cast<std::size_t>(g);
+    detail::server_traffic servers;
+    detail::summarize_servers(summarize(m, topo), detail::rail_shares::compute, servers);
     balanced_traffic out;
     out.servers = s_count;
     out.gpus_per_server = g;
     out.server_matrix = traffic_matrix::Zero(s_count, s_count);
-    out.offsets.assign(static_cast<std::size_t>(s_count) * static_cast<std::size_t>(s_count) * ug + 1, 0);
-    std::vector<std::int64_t> own(ug);
-    std::vector<std::int64_t> share(ug);
-    std::vector<std::uint32_t> rank(ug);
+    out.offsets.assign(us * us * ug + 1, 0);
     detail::tile_workspace ws;
-    const std::int64_t* data = m.data();
     const auto stride = static_cast<std::size_t>(m.cols());
-    for (int s = 0; s < s_count; ++s) {
-        for (int d = 0; d < s_count; ++d) {
-            const std::size_t base = (static_cast<std::size_t>(s) * static_cast<std::size_t>(s_count) +
-                                      static_cast<std::size_t>(d)) * ug;
+    for (std::size_t s = 0; s < us; ++s)
+        for (std::size_t d = 0; d < us; ++d) {
+            const std::size_t pair = (s * us + d) * ug;
             if (s != d) {
-                const std::int64_t* tile = data + static_cast<std::size_t>(s) * ug * stride +
-                                           static_cast<std::size_t>(d) * ug;
-                std::int64_t total = 0;
-                for (std::size_t a = 0; a < ug; ++a) {
-                    own[a] = 0;
-                    for (std::size_t b = 0; b < ug; ++b) own[a] += tile[a * stride + b];
-                    total += own[a];
-                }
-                detail::balanced_shares(total, own, share, rank);
-                detail::assign_tile(tile, stride, g, std::span<const std::int64_t>(share), ws);
-                out.server_matrix(s, d) = detail::ceil_div(total, g);
-                for (std::size_t i = 0; i < ug; ++i) {
+                detail::assign_tile({m.data() + s * ug * stride + d * ug, stride, g,
+                                     std::span<const std::int64_t>(servers.share).subspan(pair, ug)},
+                                    ws);
+                out.server_matrix(static_cast<Eigen::Index>(s), static_cast<Eigen::Index>(d)) = servers.server[s * us + d];
+            }
+            for (std::size_t i = 0; i < ug; ++i) {
+                if (s != d) {
                     const auto stream = ws.stream(i);
                     out.pieces.insert(out.pieces.end(), stream.begin(), stream.end());
-                    out.offsets[base + i + 1] = out.pieces.size();
                 }
-            } else {
-                for (std::size_t i = 0; i < ug; ++i) out.offsets[base + i + 1] = out.pieces.size();
+                out.offsets[pair + i + 1] = out.pieces.size();
             }
         }
-    }
     return out;
 }
 

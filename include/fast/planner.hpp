@@ -322,44 +322,31 @@ private:
     // Turns the schedule into transfers: per server pair, assign the tile to rails with the
     // given capacities and walk each rail's stream over its slots (slots_of_ and step_bytes_,
     // built from the schedule by the caller); then the intra-server blocks. The whole plan, or
-    // with a focus rank the tiles with an end in its server and the rank's program.
-    void emit(const traffic_matrix& m, detail::gather_timing timing,
-              std::span<const std::int64_t> capacity, detail::rail_preference preference) {
+    // with a focus rank the tiles with an end in its server and the rank's program. With the
+    // automatic scheduler, direct instead where it is predicted faster.
+    void emit(const traffic_matrix& m, detail::gather_timing timing, std::span<const std::int64_t> capacity,
+              detail::rail_preference preference) {
         if (schedule_only_) return;
         if (direct_wins()) {
             make_direct(m);
             return;
         }
-        const auto us = static_cast<std::size_t>(topo_.servers);
-        const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
-        const auto ur = static_cast<std::size_t>(topo_.ranks());
-        builder_.start(summary_, topo_, schedule_.last_step, timing, options_.window, step_bytes_, focus_,
-                       options_.split_blocks);
-        head_.assign(ug, 0);
-        const std::size_t only = focus_ < 0 ? us : static_cast<std::size_t>(topo_.server_of(focus_));
-        for (std::size_t s = 0; s < us; ++s)
-            for (std::size_t d = 0; d < us; ++d) {
-                if (s == d || (only < us && s != only && d != only)) continue;
-                builder_.load_tile(static_cast<int>(s), static_cast<int>(d), m.data() + s * ug * ur + d * ug, ur);
-                // Nothing hides a gather before the first scale-out step: a rail's bytes in it
-                // should be its own GPU's (own-first rails start with them anyway).
-                if (timing == detail::gather_timing::windowed && preference == detail::rail_preference::landing_first)
-                    for (std::size_t i = 0; i < ug; ++i) {
-                        const auto slots = slots_of_.of((s * us + d) * ug + i);
-                        head_[i] = !slots.empty() && slots.front().step == 1 ? slots.front().bytes : 0;
-                    }
-                detail::assign_tile(builder_.tile(), builder_.tile_stride(), topo_.gpus_per_server,
-                                    capacity.subspan((s * us + d) * ug, ug), tile_ws_,
-                                    builder_.destination_heat(), preference, std::span<const std::int64_t>(head_));
-                for (std::size_t rail = 0; rail < ug; ++rail)
-                    builder_.emit_stream(static_cast<int>(rail), tile_ws_.stream(rail),
-                                         slots_of_.of((s * us + d) * ug + rail));
+        const int servers = topo_.servers;
+        builder_.start(summary_, topo_, step_bytes_, schedule_.last_step,
+                       {timing, options_.window, focus_, options_.split_blocks});
+        // Nothing hides a gather before the first scale-out step: a rail's bytes in it should be
+        // its own GPU's (own-first rails start with them anyway).
+        const bool heads = timing == detail::gather_timing::windowed && preference == detail::rail_preference::landing_first;
+        head_.assign(static_cast<std::size_t>(topo_.gpus_per_server), 0);
+        const int only = focus_ < 0 ? -1 : topo_.server_of(focus_); // a focus rank: its server's tiles only
+        for (int s = 0; s < servers; ++s)
+            for (int d = 0; d < servers; ++d)
+                if (s != d && (only < 0 || s == only || d == only)) emit_pair(m, s, d, capacity, preference, heads);
+        for (int s = 0; s < servers; ++s)
+            if (only < 0 || s == only) {
+                builder_.load_tile(s, s, tile_of(m, s, s), static_cast<std::size_t>(topo_.ranks()));
+                builder_.emit_intra_tile();
             }
-        for (std::size_t s = 0; s < us; ++s) {
-            if (only < us && s != only) continue;
-            builder_.load_tile(static_cast<int>(s), static_cast<int>(s), m.data() + s * ug * ur + s * ug, ur);
-            builder_.emit_intra_tile();
-        }
         if (focus_ >= 0) {
             builder_.finish(rank_, pair_counts_);
             return;
@@ -367,6 +354,34 @@ private:
         plan_.topology = topo_;
         plan_.one_to_one_scale_out = true;
         builder_.finish(plan_);
+    }
+
+    // Tile (s, d) of the row-major matrix m: block (a, b) at tile[a * R + b].
+    [[nodiscard]] const std::int64_t* tile_of(const traffic_matrix& m, int s, int d) const noexcept {
+        const auto g = static_cast<std::size_t>(topo_.gpus_per_server);
+        return m.data() + static_cast<std::size_t>(s) * g * static_cast<std::size_t>(topo_.ranks()) +
+               static_cast<std::size_t>(d) * g;
+    }
+
+    // Tile (s, d) balanced onto the rails (capacities from `capacity`; with `heads`, a rail
+    // first covers its first-step bytes with its own GPU's), each rail's stream walked over its
+    // slots.
+    void emit_pair(const traffic_matrix& m, int s, int d, std::span<const std::int64_t> capacity,
+                   detail::rail_preference preference, bool heads) {
+        const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
+        const std::size_t pair = (static_cast<std::size_t>(s) * static_cast<std::size_t>(topo_.servers) +
+                                  static_cast<std::size_t>(d)) * ug;
+        builder_.load_tile(s, d, tile_of(m, s, d), static_cast<std::size_t>(topo_.ranks()));
+        if (heads)
+            for (std::size_t i = 0; i < ug; ++i) {
+                const auto slots = slots_of_.of(pair + i);
+                head_[i] = !slots.empty() && slots.front().step == 1 ? slots.front().bytes : 0;
+            }
+        detail::assign_tile({builder_.tile(), builder_.tile_stride(), topo_.gpus_per_server, capacity.subspan(pair, ug),
+                             builder_.destination_heat(), preference, head_},
+                            tile_ws_);
+        for (std::size_t rail = 0; rail < ug; ++rail)
+            builder_.emit_stream(static_cast<int>(rail), tile_ws_.stream(rail), slots_of_.of(pair + rail));
     }
 
     // --- Policies ------------------------------------------------------------------------------
