@@ -22,10 +22,8 @@
 // region per carrier for everything balanced in step 0). A region lives from the first step
 // that writes it to the last step that reads it; within a step only one stream writes it
 // (scale-out is one-to-one), so a cursor places bytes. When all regions and lifetimes are known,
-// finish() lays out each rank's regions first-fit by lifetime: regions alive in overlapping
-// steps never share bytes (a step that reads one never writes another in the same place), and
-// the others reuse the same memory. Offsets stay relative to their region until then; each
-// record keeps its regions beside it.
+// finish() lays out each rank's regions first-fit by lifetime (scratch_layout.hpp). Offsets stay
+// relative to their region until then; each record keeps its regions beside it.
 //
 // One rank's part (a focus rank): only the tiles with an end in the rank's server are walked,
 // in the whole plan's order, and only the rank's own transfers are kept. Where scale-up work
@@ -51,6 +49,7 @@
 #include "balancing.hpp"
 #include "checked.hpp"
 #include "schedule.hpp"
+#include "scratch_layout.hpp"
 #include "tuning.hpp"
 
 namespace fast::detail {
@@ -188,7 +187,7 @@ public:
     /// regions and resolves the region-relative offsets. Whole plans only.
     void finish(plan& out) {
         const auto r = static_cast<std::size_t>(topo_.ranks());
-        layout_regions(r);
+        scratch_.lay_out(regions_, r);
         out.scratch_bytes.assign(r, 0);
         for (const region& x : regions_)
             out.scratch_bytes[static_cast<std::size_t>(x.rank)] =
@@ -215,13 +214,13 @@ public:
     /// whether or not the whole plan has transfers in them), its scratch laid out, other ranks'
     /// scratch offsets 0, pairs numbered. `counts`: number_pairs' workspace.
     void finish(rank_program& out, std::vector<std::uint32_t>& counts) {
-        layout_focus_regions();
+        const std::span<const std::uint32_t> own = scratch_.lay_out_rank(regions_, focus_);
         out.rank = focus_;
         out.topology = topo_;
         out.steps = static_cast<std::uint32_t>(steps_);
         out.one_to_one_scale_out = true;
         out.scratch_bytes = 0;
-        for (const std::uint32_t k : order_)
+        for (const std::uint32_t k : own)
             out.scratch_bytes = std::max(out.scratch_bytes, checked_add(regions_[k].base, regions_[k].size, "scratch of one rank"));
         out.transfers.clear();
         for (std::size_t k = 0; k < steps_; ++k)
@@ -330,14 +329,7 @@ private:
         std::int64_t offset;
     };
 
-    // A scratch region of `rank`, alive from step `first` to step `last`.
-    struct region {
-        std::int64_t size = 0;
-        std::int64_t base = 0;
-        std::int32_t rank = 0;
-        std::int32_t first = 0;
-        std::int32_t last = 0;
-    };
+    using region = scratch_region;
 
     // A slot's last gather or redistribution: the next piece extends it when it moves to or from
     // the same GPU (`key`) at the offset where this one ended (`end`; the scratch end is
@@ -548,61 +540,6 @@ private:
         offset = end_rank == focus_ ? offset + regions_[region_id].base : 0;
     }
 
-    // Gives every region a base: per rank, in order of first step (longer-lived and larger
-    // first), at the lowest offset free of every region whose lifetime overlaps its own.
-    void layout_regions(std::size_t ranks) {
-        by_rank_.assign(ranks + 1, 0);
-        for (std::size_t k = 1; k < regions_.size(); ++k) ++by_rank_[static_cast<std::size_t>(regions_[k].rank) + 1];
-        for (std::size_t k = 0; k < ranks; ++k) by_rank_[k + 1] += by_rank_[k];
-        order_.resize(regions_.size() - 1);
-        fill_.assign(by_rank_.begin(), by_rank_.end() - 1);
-        for (std::uint32_t k = 1; k < regions_.size(); ++k) order_[fill_[static_cast<std::size_t>(regions_[k].rank)]++] = k;
-        for (std::size_t k = 0; k < ranks; ++k)
-            place_regions(order_.begin() + static_cast<std::ptrdiff_t>(by_rank_[k]),
-                          order_.begin() + static_cast<std::ptrdiff_t>(by_rank_[k + 1]));
-    }
-
-    // The same for the focus rank's regions alone (order_ holds them afterwards).
-    void layout_focus_regions() {
-        order_.clear();
-        for (std::uint32_t k = 1; k < regions_.size(); ++k)
-            if (regions_[k].rank == focus_) order_.push_back(k);
-        place_regions(order_.begin(), order_.end());
-    }
-
-    // Lays out one rank's regions [first, last) of order_ (see layout_regions).
-    void place_regions(std::vector<std::uint32_t>::iterator first, std::vector<std::uint32_t>::iterator last) {
-        std::sort(first, last, [&](std::uint32_t x, std::uint32_t y) {
-            const region& a = regions_[x];
-            const region& b = regions_[y];
-            if (a.first != b.first) return a.first < b.first;
-            if (a.last != b.last) return a.last > b.last;
-            if (a.size != b.size) return a.size > b.size;
-            return x < y;
-        });
-        active_.clear(); // placed regions that may still overlap, by base
-        for (auto it = first; it != last; ++it) {
-            region& x = regions_[*it];
-            // Regions that ended before this one starts no longer constrain it.
-            active_.erase(std::remove_if(active_.begin(), active_.end(),
-                                         [&](std::uint32_t y) { return regions_[y].last < x.first; }),
-                          active_.end());
-            std::int64_t base = 0;
-            for (const std::uint32_t y : active_) { // sorted by base
-                const region& z = regions_[y];
-                if (z.size == 0) continue;
-                if (base + x.size <= z.base) break;
-                base = std::max(base, z.base + z.size);
-            }
-            x.base = base;
-            active_.insert(std::upper_bound(active_.begin(), active_.end(), *it,
-                                            [&](std::uint32_t y, std::uint32_t z) {
-                                                return regions_[y].base < regions_[z].base;
-                                            }),
-                           *it);
-        }
-    }
-
     // Row of `rank`'s rooms: every rank's, or the focus server's GPUs'.
     [[nodiscard]] std::size_t room_row(int rank) const noexcept {
         return static_cast<std::size_t>(focus_ < 0 ? rank : rank - focus_server_ * gpus_) * steps_;
@@ -766,10 +703,7 @@ private:
     std::vector<region> regions_;
     std::uint32_t next_foreign_ = foreign_region;
     std::vector<std::uint32_t> staged_region_; // per rank: its up-front region, or no_region
-    std::vector<std::size_t> by_rank_;
-    std::vector<std::size_t> fill_;
-    std::vector<std::uint32_t> order_;
-    std::vector<std::uint32_t> active_;
+    scratch_layout scratch_;
 };
 
 } // namespace fast::detail
