@@ -294,7 +294,7 @@ private:
         detail::stable_sort_by(sequence_, sort_keys_, [&](std::size_t k) {
             return order == stage_order::ascending ? stages_.weights[k] : -stages_.weights[k];
         });
-        detail::build_uniform_rails(stages_, sequence_, servers_.share, topo_.gpus_per_server, options_.chunks, left_,
+        detail::build_uniform_rails(stages_, {sequence_, servers_.share, topo_.gpus_per_server, options_.chunks}, left_,
                                     schedule_);
         slots_of_.build(schedule_);
         detail::step_lengths(schedule_, step_bytes_);
@@ -311,7 +311,7 @@ private:
                                     stages_, padding_);
         sequence_.resize(stages_.size());
         std::iota(sequence_.begin(), sequence_.end(), std::size_t{0});
-        detail::build_uniform_rails(stages_, sequence_, servers_.share, topo_.gpus_per_server, 1, left_, schedule_);
+        detail::build_uniform_rails(stages_, {sequence_, servers_.share, topo_.gpus_per_server, 1}, left_, schedule_);
         detail::shape_steps(schedule_, {ramp_growth(options_.ramp), alpha_bytes(options_.min_step_alphas), 0, 0},
                             shaping_ws_);
         slots_of_.build(schedule_);

@@ -382,14 +382,14 @@ TEST_CASE("a packed step is the last when the pieces fit G cells, and then as sh
         REQUIRE(got.last == (cells(level) <= g));
         if (!got.last) {
             CHECK(got.level == level);
-            CHECK(got.lo == lo);
+            CHECK(got.water == lo);
             continue;
         }
         // By the definition: the least D >= lo at which the pieces fit G cells.
         std::int64_t expected = lo;
         while (cells(expected) > g) ++expected;
         CHECK(got.level == expected);
-        CHECK(got.lo == expected);
+        CHECK(got.water == expected);
     }
 }
 

@@ -143,14 +143,14 @@ void decompose_by_permutations(std::vector<std::int64_t>& a, decomposition& out)
 
 namespace bvn {
 
-// A decomposition in progress: the n x n matrix left (`a`), the threshold (entries at or above
+// A decomposition in progress: the size x size matrix left, the threshold (entries at or above
 // it are edges of ws.edges), and whether the entries below it are bucketed by value.
 struct progress {
-    std::vector<std::int64_t>& a;
-    std::size_t n;
+    std::vector<std::int64_t>& matrix;
+    std::size_t size;
     std::int64_t threshold;
     bool buckets;
-    decompose_workspace& ws;
+    decompose_workspace& workspace;
 };
 
 // Whether the bottleneck rule's entries are few enough values to bucket (quantised matrices):
@@ -163,11 +163,11 @@ struct progress {
 // The threshold graph of the matrix, and with buckets every entry below the threshold in the
 // bucket of its value (values up to `top`).
 inline void start(progress& p, std::int64_t top) {
-    decompose_workspace& ws = p.ws;
-    ws.edges.reset(static_cast<int>(p.n));
-    for (std::size_t r = 0; r < p.n; ++r)
-        for (std::size_t c = 0; c < p.n; ++c)
-            if (p.a[r * p.n + c] >= p.threshold) ws.edges.set(static_cast<int>(r), static_cast<int>(c));
+    decompose_workspace& ws = p.workspace;
+    ws.edges.reset(static_cast<int>(p.size));
+    for (std::size_t r = 0; r < p.size; ++r)
+        for (std::size_t c = 0; c < p.size; ++c)
+            if (p.matrix[r * p.size + c] >= p.threshold) ws.edges.set(static_cast<int>(r), static_cast<int>(c));
     if (!p.buckets) return;
     // The last call's leftovers are in the buckets its bits name.
     for (std::size_t w = 0; w < ws.filled.size(); ++w)
@@ -175,32 +175,32 @@ inline void start(progress& p, std::int64_t top) {
             ws.first[w * 64 + static_cast<std::size_t>(__builtin_ctzll(bits))] = ws.end_of_list;
     const auto values = static_cast<std::size_t>(top) + 1;
     if (ws.first.size() < values) ws.first.resize(values, ws.end_of_list);
-    ws.next_entry.resize(p.n * p.n);
+    ws.next_entry.resize(p.size * p.size);
     ws.filled.assign((values + 63) / 64, 0);
-    for (std::size_t k = 0; k < p.n * p.n; ++k)
-        if (p.a[k] > 0 && p.a[k] < p.threshold) ws.add(static_cast<std::size_t>(p.a[k]), static_cast<std::uint32_t>(k));
+    for (std::size_t k = 0; k < p.size * p.size; ++k)
+        if (p.matrix[k] > 0 && p.matrix[k] < p.threshold) ws.add(static_cast<std::size_t>(p.matrix[k]), static_cast<std::uint32_t>(k));
 }
 
 // Makes entry k an edge; `grows` becomes true if that can give the failed row a path.
 inline void admit(progress& p, std::size_t k, bool& grows) {
-    const int r = static_cast<int>(k / p.n);
-    const int c = static_cast<int>(k % p.n);
-    p.ws.edges.set(r, c);
-    grows = grows || p.ws.matching.can_grow(r, c);
+    const int r = static_cast<int>(k / p.size);
+    const int c = static_cast<int>(k % p.size);
+    p.workspace.edges.set(r, c);
+    grows = grows || p.workspace.matching.can_grow(r, c);
 }
 
 // The next value below the threshold that some entry still has, from the buckets (empty ones
 // passed over; a bucket may hold only stale entries, whose value changed since), with its
 // entries admitted; 1 if none.
 inline std::int64_t admit_bucketed(progress& p, bool& grows) {
-    decompose_workspace& ws = p.ws;
+    decompose_workspace& ws = p.workspace;
     std::int64_t lower = p.threshold - 1;
     for (bool any = false;;) {
         const auto v = static_cast<std::int64_t>(ws.filled_at_most(static_cast<std::size_t>(lower)));
         if (v == 0) return 1;
         lower = v;
         for (std::uint32_t k = ws.first[static_cast<std::size_t>(lower)]; k != ws.end_of_list; k = ws.next_entry[k])
-            if (p.a[k] == lower) {
+            if (p.matrix[k] == lower) {
                 admit(p, k, grows);
                 any = true;
             }
@@ -213,11 +213,11 @@ inline std::int64_t admit_bucketed(progress& p, bool& grows) {
 // The same by a scan of the matrix.
 inline std::int64_t admit_scanned(progress& p, bool& grows) {
     std::int64_t next = 0;
-    for (const std::int64_t v : p.a)
+    for (const std::int64_t v : p.matrix)
         if (v < p.threshold && v > next) next = v;
     const std::int64_t lower = std::max<std::int64_t>(next, 1);
-    for (std::size_t k = 0; k < p.n * p.n; ++k)
-        if (p.a[k] >= lower && p.a[k] < p.threshold) admit(p, k, grows);
+    for (std::size_t k = 0; k < p.size * p.size; ++k)
+        if (p.matrix[k] >= lower && p.matrix[k] < p.threshold) admit(p, k, grows);
     return lower;
 }
 
@@ -233,18 +233,18 @@ inline void lower_threshold(progress& p) {
 // that fall below the threshold stop being edges (and their matched pairs are dropped, so the
 // next search repairs only those rows). Returns the weight.
 inline std::int64_t take_stage(progress& p, decomposition& out) {
-    const bipartite_matching& matching = p.ws.matching;
+    const bipartite_matching& matching = p.workspace.matching;
     std::int64_t w = INT64_MAX;
-    for (std::size_t r = 0; r < p.n; ++r)
-        w = std::min(w, p.a[r * p.n + static_cast<std::size_t>(matching.col_of(static_cast<int>(r)))]);
-    for (std::size_t r = 0; r < p.n; ++r) {
+    for (std::size_t r = 0; r < p.size; ++r)
+        w = std::min(w, p.matrix[r * p.size + static_cast<std::size_t>(matching.col_of(static_cast<int>(r)))]);
+    for (std::size_t r = 0; r < p.size; ++r) {
         const auto c = static_cast<std::size_t>(matching.col_of(static_cast<int>(r)));
-        std::int64_t& v = p.a[r * p.n + c];
+        std::int64_t& v = p.matrix[r * p.size + c];
         v -= w;
         if (v < p.threshold) {
-            p.ws.edges.clear(static_cast<int>(r), static_cast<int>(c));
-            p.ws.matching.unmatch(static_cast<int>(r));
-            if (p.buckets && v > 0) p.ws.add(static_cast<std::size_t>(v), static_cast<std::uint32_t>(r * p.n + c));
+            p.workspace.edges.clear(static_cast<int>(r), static_cast<int>(c));
+            p.workspace.matching.unmatch(static_cast<int>(r));
+            if (p.buckets && v > 0) p.workspace.add(static_cast<std::size_t>(v), static_cast<std::uint32_t>(r * p.size + c));
         }
         out.perms.push_back(static_cast<std::int32_t>(c));
     }

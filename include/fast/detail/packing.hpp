@@ -102,9 +102,9 @@ struct packing_limits {
 };
 
 /// A rail-packed step (see pack_rails) from the durations of the pieces left, longest first:
-/// the water level `lo` (at least 1), the cell length `level`, and whether the step is the last.
+/// the water level (at least 1), the cell length `level`, and whether the step is the last.
 struct packed_step {
-    std::int64_t lo;
+    std::int64_t water;
     std::int64_t level;
     bool last;
 };
@@ -113,22 +113,22 @@ inline packed_step plan_packed_step(std::span<const std::int64_t> pieces, const 
                                     std::vector<level_cursor>& levels) {
     const int g = limits.rails;
     // The water level: the largest D with at least G cells.
-    const std::int64_t lo = std::max<std::int64_t>(1, water_level(pieces, g, levels));
-    const std::int64_t level = std::min(std::max(lo, std::min(limits.min_step, pieces.front())),
+    const std::int64_t water = std::max<std::int64_t>(1, water_level(pieces, g, levels));
+    const std::int64_t level = std::min(std::max(water, std::min(limits.min_step, pieces.front())),
                                         std::max<std::int64_t>(limits.max_step, 1));
     // The last step: every piece fits in G cells of at most `level`, counted only until they
     // exceed G (the sum could overflow with huge pieces and a tiny level).
     std::int64_t cells = 0;
     std::int64_t total = 0;
     for (const std::int64_t w : pieces) {
-        if ((cells += std::min<std::int64_t>(ceil_div(w, level), g + 1)) > g) return {lo, level, false};
+        if ((cells += std::min<std::int64_t>(ceil_div(w, level), g + 1)) > g) return {water, level, false};
         if (__builtin_add_overflow(total, w, &total)) total = INT64_MAX; // a lower bound still
     }
     // Then the shortest such D. G cells hold at most G D bytes, so none is below
     // ceil(total / G), where the pieces need fewer than G + (pieces) cells; from there D jumps
     // to the next length at which some piece needs a cell fewer until they fit (the cell count
-    // only falls as D grows, so this is the least D >= lo that fits).
-    std::int64_t d = std::max(lo, ceil_div(total, g));
+    // only falls as D grows, so this is the least D >= the water level that fits).
+    std::int64_t d = std::max(water, ceil_div(total, g));
     for (;;) {
         cells = 0;
         std::int64_t next = INT64_MAX;
@@ -142,20 +142,28 @@ inline packed_step plan_packed_step(std::span<const std::int64_t> pieces, const 
     }
 }
 
-/// The paper's layout: stage k of `stages` (taken in `sequence` order, each split into
-/// `chunks` consecutive parts) runs on every rail in its own step; rail i of server s sends
-/// min(part, what it still carries to P(s)), from the per-rail budgets `share`
-/// ((s * S + d) * G + i). Slots in which a rail sends nothing are left out.
-inline void build_uniform_rails(const decomposition& stages, std::span<const std::size_t> sequence,
-                                std::span<const std::int64_t> share, int g, int chunks,
+/// The paper's layout of a decomposition's stages (see build_uniform_rails).
+struct uniform_layout {
+    std::span<const std::size_t> sequence; ///< the stages in step order
+    std::span<const std::int64_t> share;   ///< per (pair, rail), (s * S + d) * G + i: what the rail carries
+    int rails = 1;                         ///< G
+    int chunks = 1;                        ///< consecutive steps per stage
+};
+
+/// The paper's layout: stage k of `stages` (taken in layout.sequence order, each split into
+/// layout.chunks consecutive parts) runs on every rail in its own step; rail i of server s
+/// sends min(part, what it still carries to P(s)) of its share. Slots in which a rail sends
+/// nothing are left out. `left` is a workspace.
+inline void build_uniform_rails(const decomposition& stages, const uniform_layout& layout,
                                 std::vector<std::int64_t>& left, stage_schedule& out) {
     const int s_count = stages.rows;
     const auto us = static_cast<std::size_t>(s_count);
-    const auto ug = static_cast<std::size_t>(g);
-    out.clear(s_count, g);
-    left.assign(share.begin(), share.end());
+    const auto ug = static_cast<std::size_t>(layout.rails);
+    const int chunks = layout.chunks;
+    out.clear(s_count, layout.rails);
+    left.assign(layout.share.begin(), layout.share.end());
     std::int32_t step = 0;
-    for (const std::size_t k : sequence) {
+    for (const std::size_t k : layout.sequence) {
         const auto perm = stages.perm(k);
         const std::size_t perm_index = out.add_perm(perm);
         const std::int64_t w = stages.weights[k];
@@ -191,7 +199,7 @@ inline void build_uniform_rails(const decomposition& stages, std::span<const std
 /// shorter than a cell takes one whole. 0: the piece waits for a later, shorter step.
 [[nodiscard]] inline std::int64_t cells_for(std::int64_t w, int rails_left, const packed_step& step) noexcept {
     std::int64_t cells = std::min<std::int64_t>(step.last ? ceil_div(w, step.level) : w / step.level, rails_left);
-    if (cells == 0 && step.level != step.lo) cells = 1;
+    if (cells == 0 && step.level != step.water) cells = 1;
     return cells;
 }
 
