@@ -6,11 +6,15 @@
 ///  - spreadout: R - 1 GPU-level shifted rounds (round k: rank i sends to rank i + k mod R) after
 ///    a self-copy step; each round is one-to-one.
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "layout.hpp"
 #include "plan.hpp"
+#include "rank_program.hpp"
 #include "traffic.hpp"
+#include "traffic_summary.hpp"
 
 namespace fast {
 
@@ -28,20 +32,89 @@ inline transfer block_transfer(const alltoallv_layout& l, const topology& topo, 
     t.tier = topo.same_server(i, j) ? tier::scale_up : tier::scale_out;
     return t;
 }
+
+/// The direct plan of the validated matrix `m` (see make_direct_plan) in `out`'s buffers, so
+/// that planning again allocates nothing; `received_at` is a workspace. O(R^2).
+inline void fill_direct_plan(const traffic_matrix& m, const topology& topo, plan& out,
+                             std::vector<std::int64_t>& received_at) {
+    const int r = topo.ranks();
+    out.topology = topo;
+    out.scheduler = "direct";
+    out.one_to_one_scale_out = false;
+    out.scratch_bytes.assign(static_cast<std::size_t>(r), 0);
+    out.transfers.clear();
+    out.step_offsets.assign(1, 0);
+    received_at.assign(static_cast<std::size_t>(r), 0); // per rank: its receive offset so far
+    for (int i = 0; i < r; ++i) {
+        std::int64_t sent = 0;
+        for (int j = 0; j < r; ++j) {
+            const std::int64_t n = m(i, j);
+            if (n == 0) continue;
+            std::int64_t& received = received_at[static_cast<std::size_t>(j)];
+            out.transfers.push_back({n, sent, received, i, j, topo.same_server(i, j) ? tier::scale_up : tier::scale_out,
+                                     buffer::send, buffer::recv});
+            sent += n;
+            received += n;
+        }
+    }
+    if (!out.transfers.empty()) out.end_step();
+}
+
+/// Rank `me`'s program of the direct plan of `m` (its blocks in the plan's row-major order:
+/// those it receives from lower ranks, its own row, those it receives from higher ranks), with
+/// both ends' packed offsets from the summary `sum` and the tiles of its server. O(R G).
+inline void fill_direct_program(const traffic_matrix& m, const traffic_summary& sum, const topology& topo, int me,
+                                rank_program& out) {
+    const int g = topo.gpus_per_server;
+    const int x = topo.server_of(me);
+    out.rank = me;
+    out.topology = topo;
+    out.steps = 1;
+    out.scratch_bytes = 0;
+    out.one_to_one_scale_out = false;
+    out.transfers.clear();
+    auto block = [&](int i, int j, std::int64_t src_offset, std::int64_t dst_offset) {
+        const transfer t{m(i, j), src_offset, dst_offset, i, j, topo.same_server(i, j) ? tier::scale_up : tier::scale_out,
+                         buffer::send, buffer::recv};
+        out.transfers.push_back({t, 0, 0});
+    };
+    // Block (i, me): at i's send offset for me, at my receive offset for i.
+    std::int64_t received = 0;
+    auto receive = [&](int i) {
+        const std::int64_t n = m(i, me);
+        if (n == 0) return;
+        std::int64_t at = sum.sent_before[sum.index(topo.server_of(i), x, topo.local_of(i))];
+        for (int b = x * g; b < me; ++b) at += m(i, b);
+        block(i, me, at, received);
+        received += n;
+    };
+    for (int i = 0; i < me; ++i) receive(i);
+    std::int64_t sent = 0;
+    for (int j = 0; j < topo.ranks(); ++j) {
+        const std::int64_t n = m(me, j);
+        if (n == 0) continue;
+        if (j == me) {
+            block(me, me, sent, received);
+            received += n;
+        } else {
+            // My block at j: after what j receives from servers before mine and from the GPUs
+            // of my server before me.
+            std::int64_t at = sum.received_before[sum.index(x, topo.server_of(j), topo.local_of(j))];
+            for (int a = x * g; a < me; ++a) at += m(a, j);
+            block(me, j, sent, at);
+        }
+        sent += n;
+    }
+    for (int i = me + 1; i < topo.ranks(); ++i) receive(i);
+}
 } // namespace detail
 
 /// Every block in one step, intra-server blocks over scale-up. O(R^2).
 [[nodiscard]] inline plan make_direct_plan(const traffic_matrix& m, const topology& topo) {
     validate_traffic(m, topo);
-    const alltoallv_layout l = make_packed_layout(m);
     plan p;
-    p.topology = topo;
-    p.scheduler = "direct";
-    p.scratch_bytes.assign(static_cast<std::size_t>(topo.ranks()), 0);
-    for (int i = 0; i < topo.ranks(); ++i)
-        for (int j = 0; j < topo.ranks(); ++j)
-            if (m(i, j) > 0) p.transfers.push_back(detail::block_transfer(l, topo, i, j, m(i, j)));
-    if (!p.transfers.empty()) p.end_step();
+    std::vector<std::int64_t> received_at;
+    detail::fill_direct_plan(m, topo, p, received_at);
     return p;
 }
 

@@ -18,11 +18,11 @@ namespace fast {
 class bit_rows {
 public:
     void reset(int n) {
-        n_ = n;
+        rows_ = n;
         words_ = (n + 63) / 64;
         bits_.assign(static_cast<std::size_t>(n) * static_cast<std::size_t>(words_), 0);
     }
-    [[nodiscard]] int size() const noexcept { return n_; }
+    [[nodiscard]] int size() const noexcept { return rows_; }
     [[nodiscard]] int words() const noexcept { return words_; }
     [[nodiscard]] bool test(int r, int c) const noexcept {
         return (row(r)[c >> 6] >> (c & 63)) & 1U;
@@ -37,7 +37,7 @@ public:
     }
 
 private:
-    int n_ = 0;
+    int rows_ = 0;
     int words_ = 0;
     std::vector<std::uint64_t> bits_;
 };
@@ -49,7 +49,7 @@ public:
 
     /// Forgets the matching and resizes to n x n.
     void reset(int n) {
-        n_ = n;
+        rows_ = n;
         col_of_.assign(static_cast<std::size_t>(n), -1);
         row_of_.assign(static_cast<std::size_t>(n), -1);
         dist_.assign(static_cast<std::size_t>(n), 0);
@@ -76,7 +76,7 @@ public:
         }
     }
 
-    [[nodiscard]] int size() const noexcept { return n_; }
+    [[nodiscard]] int size() const noexcept { return rows_; }
     /// Column matched to `row`, or -1.
     [[nodiscard]] int col_of(int row) const noexcept { return col_of_[static_cast<std::size_t>(row)]; }
     /// Row matched to `col`, or -1.
@@ -91,18 +91,9 @@ public:
     template <class Edge>
         requires std::predicate<Edge&, int, int>
     bool complete(Edge&& edge) {
-        masks_valid_ = false;
-        int free_rows = 0;
-        for (int r = 0; r < n_; ++r) {
-            const int c = col_of_[static_cast<std::size_t>(r)];
-            if (c >= 0 && !edge(r, c)) {
-                col_of_[static_cast<std::size_t>(r)] = -1;
-                row_of_[static_cast<std::size_t>(c)] = -1;
-            }
-            if (col_of_[static_cast<std::size_t>(r)] < 0) ++free_rows;
-        }
-        if (free_rows * free_rows <= n_) {
-            for (int r = 0; r < n_ && free_rows > 0; ++r) {
+        int free_rows = drop_missing(edge);
+        if (free_rows * free_rows <= rows_) {
+            for (int r = 0; r < rows_ && free_rows > 0; ++r) {
                 if (col_of_[static_cast<std::size_t>(r)] >= 0) continue;
                 if (!augment_simple(r, edge)) return false; // no path now: none later either
                 --free_rows;
@@ -112,7 +103,7 @@ public:
         while (free_rows > 0) {
             if (!layer(edge)) break;
             int grown = 0;
-            for (int r = 0; r < n_; ++r)
+            for (int r = 0; r < rows_; ++r)
                 if (col_of_[static_cast<std::size_t>(r)] < 0 && augment(r, edge)) ++grown;
             if (grown == 0) break;
             free_rows -= grown;
@@ -126,14 +117,8 @@ public:
     /// A free row without a path now has none after later augmentations either, so it fails at
     /// once; its search tree is kept (see can_grow).
     bool complete(const bit_rows& g) {
-        for (int r = 0; r < n_; ++r) {
-            const int c = col_of_[static_cast<std::size_t>(r)];
-            if (c >= 0 && !g.test(r, c)) {
-                col_of_[static_cast<std::size_t>(r)] = -1;
-                row_of_[static_cast<std::size_t>(c)] = -1;
-            }
-        }
-        masks_valid_ = false;
+        const auto edge = [&](int r, int c) { return g.test(r, c); };
+        drop_missing(edge);
         return grow(g);
     }
 
@@ -145,7 +130,7 @@ public:
             const auto uw = static_cast<std::size_t>(g.words());
             free_.assign(uw, 0);
             free_rows_.assign(uw, 0);
-            for (int k = 0; k < n_; ++k) {
+            for (int k = 0; k < rows_; ++k) {
                 if (row_of_[static_cast<std::size_t>(k)] < 0) free_[static_cast<std::size_t>(k >> 6)] |= std::uint64_t{1} << (k & 63);
                 if (col_of_[static_cast<std::size_t>(k)] < 0) free_rows_[static_cast<std::size_t>(k >> 6)] |= std::uint64_t{1} << (k & 63);
             }
@@ -168,6 +153,33 @@ public:
     }
 
 private:
+    // Drops the matched pairs whose edge no longer exists; returns how many rows are free.
+    template <class Edge>
+    int drop_missing(Edge& edge) {
+        masks_valid_ = false;
+        int free_rows = 0;
+        for (int r = 0; r < rows_; ++r) {
+            const int c = col_of_[static_cast<std::size_t>(r)];
+            if (c >= 0 && !edge(r, c)) {
+                col_of_[static_cast<std::size_t>(r)] = -1;
+                row_of_[static_cast<std::size_t>(c)] = -1;
+            }
+            if (col_of_[static_cast<std::size_t>(r)] < 0) ++free_rows;
+        }
+        return free_rows;
+    }
+
+    // Flips the augmenting path in path_ (augment, augment_simple): each row on it takes the
+    // column it is scanning.
+    void flip_path() noexcept {
+        for (std::size_t k = path_.size(); k-- > 0;) {
+            const int row = path_[k];
+            const int col = next_col_[static_cast<std::size_t>(row)];
+            col_of_[static_cast<std::size_t>(row)] = col;
+            row_of_[static_cast<std::size_t>(col)] = row;
+        }
+    }
+
     // grow with `fixed` words per row (0: as many as the graph has): one breadth-first search
     // per free row, in row order (free_rows_ and free_ are the free rows and columns).
     template <int fixed>
@@ -255,7 +267,7 @@ private:
     template <class Edge>
     bool layer(Edge& edge) {
         queue_.clear();
-        for (int r = 0; r < n_; ++r) {
+        for (int r = 0; r < rows_; ++r) {
             if (col_of_[static_cast<std::size_t>(r)] < 0) {
                 dist_[static_cast<std::size_t>(r)] = 0;
                 queue_.push_back(r);
@@ -269,7 +281,7 @@ private:
             const int r = queue_[head];
             const int d = dist_[static_cast<std::size_t>(r)];
             if (d >= limit) break;
-            for (int c = 0; c < n_; ++c) {
+            for (int c = 0; c < rows_; ++c) {
                 if (!edge(r, c)) continue;
                 const int r2 = row_of_[static_cast<std::size_t>(c)];
                 if (r2 < 0) {
@@ -281,7 +293,7 @@ private:
                 }
             }
         }
-        for (int r = 0; r < n_; ++r) next_col_[static_cast<std::size_t>(r)] = 0;
+        for (int r = 0; r < rows_; ++r) next_col_[static_cast<std::size_t>(r)] = 0;
         return found;
     }
 
@@ -294,17 +306,11 @@ private:
             const int r = path_.back();
             int& c = next_col_[static_cast<std::size_t>(r)];
             bool advanced = false;
-            for (; c < n_; ++c) {
+            for (; c < rows_; ++c) {
                 if (!edge(r, c)) continue;
                 const int r2 = row_of_[static_cast<std::size_t>(c)];
                 if (r2 < 0) {
-                    // Flip the path: each row on it takes the column it is scanning.
-                    for (std::size_t k = path_.size(); k-- > 0;) {
-                        const int pr = path_[k];
-                        const int pc = next_col_[static_cast<std::size_t>(pr)];
-                        col_of_[static_cast<std::size_t>(pr)] = pc;
-                        row_of_[static_cast<std::size_t>(pc)] = pr;
-                    }
+                    flip_path();
                     return true;
                 }
                 if (dist_[static_cast<std::size_t>(r2)] == dist_[static_cast<std::size_t>(r)] + 1) {
@@ -326,7 +332,7 @@ private:
     template <class Edge>
     bool augment_simple(int root, Edge& edge) {
         ++stamp_;
-        if (visited_.size() != static_cast<std::size_t>(n_)) visited_.assign(static_cast<std::size_t>(n_), 0);
+        if (visited_.size() != static_cast<std::size_t>(rows_)) visited_.assign(static_cast<std::size_t>(rows_), 0);
         path_.clear();
         path_.push_back(root);
         next_col_[static_cast<std::size_t>(root)] = 0;
@@ -334,17 +340,12 @@ private:
             const int r = path_.back();
             int& c = next_col_[static_cast<std::size_t>(r)];
             bool advanced = false;
-            for (; c < n_; ++c) {
+            for (; c < rows_; ++c) {
                 if (visited_[static_cast<std::size_t>(c)] == stamp_ || !edge(r, c)) continue;
                 visited_[static_cast<std::size_t>(c)] = stamp_;
                 const int r2 = row_of_[static_cast<std::size_t>(c)];
                 if (r2 < 0) {
-                    for (std::size_t k = path_.size(); k-- > 0;) {
-                        const int pr = path_[k];
-                        const int pc = next_col_[static_cast<std::size_t>(pr)];
-                        col_of_[static_cast<std::size_t>(pr)] = pc;
-                        row_of_[static_cast<std::size_t>(pc)] = pr;
-                    }
+                    flip_path();
                     return true;
                 }
                 next_col_[static_cast<std::size_t>(r2)] = 0;
@@ -360,7 +361,7 @@ private:
         return false;
     }
 
-    int n_ = 0;
+    int rows_ = 0;
     std::uint32_t stamp_ = 0;
     std::vector<std::uint32_t> visited_;
     std::vector<int> col_of_;

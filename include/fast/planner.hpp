@@ -6,22 +6,24 @@
 /// plans only one rank's part (rank_program.hpp): the schedule every rank shares, then the
 /// rank's own transfers, what a runtime pays on each rank; make builds the whole plan, for tools.
 ///
-/// FAST (docs/algorithm.md):
-///  1. balancing: the GPUs of server s share what s sends to server d, rail-aligned (GPU i of s
-///     sends only to GPU i of d);
-///  2. stages: a server matrix padded to equal line sums and decomposed into weighted
-///     permutations (Birkhoff-von Neumann), so every stage is one-to-one on every rail;
-///  3. pipelining: bytes that land on the wrong GPU are redistributed over scale-up during the
-///     next stage, balancing for a stage happens during the previous one.
-/// Policies (plan_options::policy):
-///  - exact: the paper. Exact BvN of the balanced per-GPU server matrix, the same stages on all
-///    rails, an up-front balancing step, intra-server traffic under the first stage.
-///  - bottleneck: the paper's layout with the per-GPU server matrix rounded up to a quantum and
-///    bottleneck matchings (largest stages first), ramps, scale-up work in windows.
-///  - rail_packed (default): the server-level matrix decomposed the same way and its stages dealt
-///    to the G rails in time-aligned steps (every rail is an independent one-to-one fabric), so
-///    a step serves up to G destinations per server; ramps; scale-up work in windows. It predicts
-///    fastest at every size measured (docs/performance.md).
+///     fast::planner p(fast::make_topology(4, 8));
+///     const fast::plan& whole = p.make(m);              // for tools: verify, JSON, simulators
+///     const fast::rank_program& mine = p.make_rank(m, 5); // what rank 5 runs
+///
+/// The pipeline of the default policy (rail_packed; docs/algorithm.md), a stage per header:
+///  1. the server matrix: what each server pair sends (detail/server_matrix.hpp);
+///  2. decomposition into one-to-one stages, quantised (detail/bvn_decomposition.hpp,
+///     detail/packing.hpp's decompose_quantised), the quantum chosen by costing candidates;
+///  3. the schedule: stages packed into time-aligned steps of G equal slots
+///     (detail/packing.hpp), shaped into a pyramid with ramps (detail/shaping.hpp), rails
+///     chosen for the first and last steps (detail/rail_assignment.hpp);
+///  4. balancing: which bytes of each tile each rail carries (detail/balancing.hpp);
+///  5. emission: gathers, scale-out, redistribution, scratch (detail/emission.hpp).
+/// The other policies (plan_options::policy): exact, the paper (exact BvN of the balanced
+/// per-GPU server matrix, the same stage on every rail, balancing up front); bottleneck, the
+/// paper's layout on a quantised bottleneck decomposition with ramps. With the automatic
+/// scheduler (the default) the schedule's predicted time decides between it and direct
+/// (baselines.hpp) before the emission. Tuned numbers: detail/tuning.hpp.
 
 #include <algorithm>
 #include <cmath>
@@ -29,135 +31,32 @@
 #include <numeric>
 #include <span>
 #include <string>
-#include <string_view>
+#include <utility>
 #include <vector>
 
-#include "balance.hpp"
 #include "baselines.hpp"
-#include "bvn.hpp"
 #include "cost.hpp"
-#include "detail/plan_builder.hpp"
-#include "detail/stage_schedule.hpp"
+#include "decomposition.hpp"
+#include "detail/balancing.hpp"
+#include "detail/bvn_decomposition.hpp"
+#include "detail/checked.hpp"
+#include "detail/emission.hpp"
+#include "detail/packing.hpp"
+#include "detail/rail_assignment.hpp"
+#include "detail/schedule.hpp"
+#include "detail/server_matrix.hpp"
+#include "detail/shaping.hpp"
+#include "detail/sorting.hpp"
+#include "detail/tuning.hpp"
+#include "detail/unbalanced.hpp"
 #include "error.hpp"
 #include "plan.hpp"
+#include "plan_options.hpp"
 #include "rank_program.hpp"
 #include "traffic.hpp"
 #include "traffic_summary.hpp"
 
 namespace fast {
-
-/// What make_plan builds.
-enum class scheduler {
-    automatic,       ///< per call, fast or direct, whichever the cost model predicts faster
-    fast,            ///< FAST with the policy of plan_options::policy
-    fast_unbalanced, ///< stages of the GPU-level matrix, without intra-server balancing
-    direct,          ///< everything at once (NCCL / MPI style)
-    spreadout,       ///< R - 1 GPU-level shifted rounds
-};
-
-[[nodiscard]] inline std::string_view to_string(scheduler s) noexcept {
-    switch (s) {
-    case scheduler::automatic: return "automatic";
-    case scheduler::fast: return "fast";
-    case scheduler::fast_unbalanced: return "fast-unbalanced";
-    case scheduler::direct: return "direct";
-    case scheduler::spreadout: return "spreadout";
-    }
-    return "?";
-}
-
-/// Parses a scheduler name; throws fast::invalid_argument listing the valid ones.
-[[nodiscard]] inline scheduler parse_scheduler(std::string_view name) {
-    for (const scheduler s : {scheduler::automatic, scheduler::fast, scheduler::fast_unbalanced, scheduler::direct,
-                              scheduler::spreadout})
-        if (name == to_string(s)) return s;
-    throw invalid_argument("unknown scheduler '" + std::string(name) +
-                           "' (expected automatic, fast, fast-unbalanced, direct or spreadout)");
-}
-
-/// How FAST decomposes the traffic into stages (see the file comment).
-enum class policy { rail_packed, bottleneck, exact };
-
-[[nodiscard]] inline std::string_view to_string(policy p) noexcept {
-    switch (p) {
-    case policy::exact: return "exact";
-    case policy::bottleneck: return "bottleneck";
-    case policy::rail_packed: return "rail-packed";
-    }
-    return "?";
-}
-
-[[nodiscard]] inline policy parse_policy(std::string_view name) {
-    for (const policy p : {policy::rail_packed, policy::bottleneck, policy::exact})
-        if (name == to_string(p)) return p;
-    throw invalid_argument("unknown policy '" + std::string(name) +
-                           "' (expected rail-packed, bottleneck or exact)");
-}
-
-/// Order of the stages of the exact policy.
-enum class stage_order {
-    automatic,  ///< whichever of the two the cost model predicts faster
-    ascending,  ///< smallest first (the paper's analysis: redistribution hides under the next)
-    descending, ///< largest first (hides the intra-server traffic under the first stage)
-};
-
-struct plan_options {
-    /// automatic: FAST where the cost model predicts it faster than direct, direct where not
-    /// (latency-bound calls: small messages pay FAST's steps; planner::choose).
-    fast::scheduler scheduler = scheduler::automatic;
-    fast::policy policy = policy::rail_packed;
-    /// Stage order of the exact policy.
-    stage_order order = stage_order::automatic;
-    /// Exact policy: split every stage into this many consecutive stages, so that
-    /// redistribution overlaps at a finer grain (1 = off).
-    int chunks = 1;
-    /// Quantum in bytes of the bottleneck and rail-packed policies: the matrix they decompose is
-    /// rounded up to multiples of it (the slack is padding, never sent). 0: quantum_fraction.
-    std::int64_t quantum = 0;
-    /// The default quantum: this fraction of the busiest line's average entry. Rounding then
-    /// costs about half of it per line, while a line needs far fewer stages than exact BvN.
-    double quantum_fraction = 0.1;
-    /// Rail-packed policy without a fixed `quantum`: the quanta tried, quantum_fraction times 1,
-    /// 2, ..., quantum_choices; the schedule predicted fastest is kept (docs/algorithm.md).
-    int quantum_choices = 3;
-    /// Rail-packed policy without a fixed `quantum`: after the integer factors, the best factor
-    /// f is refined this many times, trying f -/+ 1/2, then -/+ 1/4 around the best so far, ...
-    /// (never below 1); each try is one more schedule (no transfers).
-    int quantum_refinements = 2;
-    /// The refinements run up to this many servers. Each is a decomposition of the S x S
-    /// matrix, most of the planning time from 32 servers up; beyond 64 servers the integer
-    /// factors alone keep predicted / T_lb within its target (1.10 at 128 x 8; refinements
-    /// gain under 1% there, docs/performance.md).
-    int refine_max_servers = 64;
-    /// Ramps of the bottleneck and rail-packed policies (0: none). Balancing for a step and
-    /// redistribution after it run during the neighbouring steps; ramps keep consecutive steps
-    /// close enough in length that this scale-up work is expected to fill at most this share of
-    /// a neighbour's scale-up time, given the busiest sending GPU's share of its server's
-    /// traffic. Long rail-packed calls use less (long_call_ramp_scale).
-    double ramp = 0.5;
-    /// Rail-packed policy: long calls use `ramp` times this. A ramp step costs one alpha_out
-    /// whatever the call's size, while balancing or redistribution that runs over its neighbours'
-    /// room (the busiest GPU's share misjudges a step's mix of server pairs) exposes time in
-    /// proportion to the bytes; so the longer the call, the more room the ramps keep spare. The
-    /// call's length is the busiest server's inter-server bytes / (G B_out), its balanced NICs'
-    /// time: up to 200 alpha_out the ramp is `ramp`, from 400 alpha_out
-    /// `ramp * long_call_ramp_scale`, log-linear between (docs/algorithm.md).
-    double long_call_ramp_scale = 0.8;
-    /// Steps are not cut shorter than this many alpha_out worth of bytes; the first and last
-    /// steps are about that long.
-    double min_step_alphas = 2.0;
-    /// Rail packing: no step is longer than this share of the busiest NIC's bytes. Scratch
-    /// holds about two steps' balanced and landed bytes, so this bounds it; smaller means more
-    /// steps (alpha_out each).
-    double max_step_share = 1.0;
-    /// Bottleneck and rail-packed policies: balancing for step k may happen in any of the
-    /// `window` steps before it, redistribution in any of the `window` steps after it.
-    int window = 2;
-    /// No transfer carries bytes of two blocks, so that each transfer is one contiguous range
-    /// in whichever user buffer it reads or writes (runtimes that cannot send scattered
-    /// ranges as one message, such as device memory over UCX). More transfers, same steps.
-    bool split_blocks = false;
-};
 
 /// Plans All-to-All(v) traffic on one topology, reusing its buffers from call to call.
 class planner {
@@ -165,34 +64,7 @@ public:
     explicit planner(const fast::topology& topo, plan_options options = {})
         : topo_(topo), options_(options) {
         validate(topo_);
-        if (options_.chunks < 1)
-            throw invalid_argument("chunks must be at least 1, got " + std::to_string(options_.chunks));
-        if (options_.quantum_refinements < 0 || options_.quantum_refinements > 16)
-            throw invalid_argument("quantum_refinements must be between 0 and 16, got " +
-                                   std::to_string(options_.quantum_refinements));
-        if (options_.refine_max_servers < 0)
-            throw invalid_argument("refine_max_servers must be non-negative, got " + std::to_string(options_.refine_max_servers));
-        if (options_.quantum_choices < 1 || options_.quantum_choices > 64)
-            throw invalid_argument("quantum_choices must be between 1 and 64, got " +
-                                   std::to_string(options_.quantum_choices));
-        if (options_.quantum < 0)
-            throw invalid_argument("quantum must be non-negative, got " + std::to_string(options_.quantum));
-        if (!(options_.ramp >= 0 && options_.ramp <= 1e6))
-            throw invalid_argument("ramp must be non-negative, got " + std::to_string(options_.ramp));
-        if (!(options_.quantum_fraction > 0 && options_.quantum_fraction <= 1e6))
-            throw invalid_argument("quantum_fraction must be positive, got " +
-                                   std::to_string(options_.quantum_fraction));
-        if (!(options_.long_call_ramp_scale > 0 && options_.long_call_ramp_scale <= 1e6))
-            throw invalid_argument("long_call_ramp_scale must be positive, got " +
-                                   std::to_string(options_.long_call_ramp_scale));
-        if (!(options_.min_step_alphas >= 0 && options_.min_step_alphas <= 1e6))
-            throw invalid_argument("min_step_alphas must be non-negative, got " +
-                                   std::to_string(options_.min_step_alphas));
-        if (!(options_.max_step_share > 0 && options_.max_step_share <= 1e6))
-            throw invalid_argument("max_step_share must be positive, got " + std::to_string(options_.max_step_share));
-        if (options_.window < 1 || options_.window > detail::max_window)
-            throw invalid_argument("window must be between 1 and " + std::to_string(detail::max_window) +
-                                   ", got " + std::to_string(options_.window));
+        validate(options_);
     }
 
     [[nodiscard]] const fast::topology& topology() const noexcept { return topo_; }
@@ -203,7 +75,10 @@ public:
     const plan& make(const traffic_matrix& m) {
         focus_ = -1;
         switch (options_.scheduler) {
-        case scheduler::direct: plan_ = make_direct_plan(m, topo_); break;
+        case scheduler::direct:
+            validate_traffic(m, topo_);
+            detail::fill_direct_plan(m, topo_, plan_, received_at_);
+            break;
         case scheduler::spreadout: plan_ = make_spreadout_plan(m, topo_); break;
         case scheduler::fast_unbalanced:
             validate_traffic(m, topo_);
@@ -241,7 +116,7 @@ public:
         }
         summarize(m, topo_, summary_);
         focus_ = rank;
-        if (options_.scheduler == scheduler::direct) make_direct_rank(m);
+        if (options_.scheduler == scheduler::direct) make_direct(m);
         else make_fast(m);
         focus_ = -1;
         return rank_;
@@ -274,6 +149,8 @@ public:
     [[nodiscard]] fast::scheduler last_scheduler() const noexcept { return last_scheduler_; }
 
 private:
+    // --- FAST: the pipeline --------------------------------------------------------------------
+
     void make_fast(const traffic_matrix& m) {
         last_scheduler_ = scheduler::fast;
         switch (options_.policy) {
@@ -284,7 +161,230 @@ private:
         if (focus_ < 0 && last_scheduler_ == scheduler::fast) plan_.scheduler = "fast";
     }
 
-    // --- direct, and the automatic choice ---------------------------------------------------
+    // The default policy: the server-level matrix decomposed at the best of several quanta,
+    // its stages packed into steps of G equal slots, shaped and given rails; each rail carries
+    // what its slots hold for each pair.
+    void make_rail_packed(const traffic_matrix& m) {
+        detail::summarize_servers(summary_, detail::rail_shares::skip, servers_);
+        const rail_packing setup = rail_packing_setup();
+        choose_stages(setup);
+        schedule_rail_packed(setup);
+        slots_of_.build(schedule_);
+        capacity_.resize(servers_.pair.size() * static_cast<std::size_t>(topo_.gpus_per_server));
+        for (std::size_t k = 0; k < capacity_.size(); ++k) capacity_[k] = slots_of_.bytes(k);
+        emit(m, detail::gather_timing::windowed, capacity_, detail::rail_preference::landing_first);
+    }
+
+    // Rail packing's bounds for this call: the steps' limits (the edge, and max_step_share of
+    // the busiest NIC's bytes), the shape (the ramps for this call's length) and the default
+    // quantum.
+    struct rail_packing {
+        detail::packing_limits limits;
+        detail::shape_params shape;
+        std::int64_t quantum = 1;
+    };
+
+    [[nodiscard]] rail_packing rail_packing_setup() const {
+        const int g = topo_.gpus_per_server;
+        const std::int64_t line = detail::largest_line(servers_.pair, static_cast<std::size_t>(topo_.servers));
+        const std::int64_t min_step = alpha_bytes(options_.min_step_alphas);
+        const double ramp = ramp_for(detail::ceil_div(line, static_cast<std::int64_t>(g)));
+        return {{g, min_step, detail::saturate(options_.max_step_share * static_cast<double>(line) / g)},
+                {ramp_growth(ramp), min_step, drop_growth(ramp), 0},
+                choose_quantum(line, g)};
+    }
+
+    // The quantum search so far: the cheapest schedule's cost and quantum factor.
+    struct quantum_search {
+        bool found = false;
+        double cost = 0;
+        double factor = 1;
+    };
+
+    // Leaves in best_stages_ the decomposition whose schedule costs least: step lengths plus
+    // alpha_out per step (the cost model's time without scale-up exposure, which the ramps keep
+    // small), over quanta of 1 .. quantum_choices times the default, the best factor then
+    // refined by halving steps around it (the cost is not smooth in the quantum: one tail stage
+    // more or less is a step), never below the default.
+    void choose_stages(const rail_packing& setup) {
+        quantum_search best;
+        const int choices = options_.quantum > 0 ? 1 : options_.quantum_choices;
+        for (int factor = 1; factor <= choices; ++factor) try_quantum(setup, factor, best);
+        const int refinements =
+            options_.quantum > 0 || topo_.servers > options_.refine_max_servers ? 0 : options_.quantum_refinements;
+        double radius = 1.0;
+        for (int k = 0; k < refinements; ++k) {
+            radius /= 2;
+            const double center = best.factor;
+            if (center - radius >= 1.0) try_quantum(setup, center - radius, best);
+            try_quantum(setup, center + radius, best);
+        }
+    }
+
+    // Decomposes the server matrix at `factor` times the default quantum and costs its schedule
+    // from the step lengths alone (shaping keeps their sum and only adds steps), giving up once
+    // it costs as much as the best; a cheaper one goes to best_stages_.
+    void try_quantum(const rail_packing& setup, double factor, quantum_search& best) {
+        const std::int64_t q = detail::saturate(static_cast<double>(setup.quantum) * factor);
+        matrix_ = servers_.pair;
+        detail::decompose_quantised(matrix_, topo_.servers, q, stages_, padding_);
+        const detail::packing_budget budget{best.found ? best.cost : HUGE_VAL, alpha_bytes(1.0)};
+        if (!detail::packed_step_lengths(stages_, servers_.pair, setup.limits, budget, packing_ws_, lengths_)) return;
+        std::int64_t bytes = 0;
+        for (const std::int64_t n : lengths_) {
+            const bool overflow = __builtin_add_overflow(bytes, n, &bytes);
+            FAST_ASSERT(!overflow, "step lengths add up to at most the busiest line");
+        }
+        const std::int32_t steps = detail::count_shaped_steps(lengths_, setup.shape, shaping_ws_);
+        const double cost = static_cast<double>(bytes) + static_cast<double>(steps) * static_cast<double>(budget.step_cost);
+        if (!best.found || cost < best.cost) {
+            best = {true, cost, factor};
+            std::swap(stages_, best_stages_);
+        }
+    }
+
+    // The winner's schedule: packed, shaped, and its rails chosen. Which rail carries which slot
+    // of a step is free: the first step goes to the rails whose GPUs hold its bytes, the falling
+    // side's steps to those whose GPUs receive them. The first step needs no balancing before it
+    // only as far as its rails' own bytes cover its slots: where they fall short, it is shaped
+    // again no longer than they cover (never below the edge), since nothing hides a gather
+    // before it.
+    void schedule_rail_packed(const rail_packing& setup) {
+        detail::pack_rails(best_stages_, servers_.pair, setup.limits, schedule_, packing_ws_);
+        unshaped_ = schedule_;
+        detail::shape_steps(schedule_, setup.shape, shaping_ws_);
+        detail::step_lengths(schedule_, step_bytes_);
+        assign_rails(detail::rail_steps::first);
+        const detail::first_step_cover cover = detail::cover_of_first_step(schedule_, summary_.sent);
+        if (const std::int64_t cap = std::max(cover.own, setup.limits.min_step); cap < cover.length) {
+            detail::shape_params capped = setup.shape;
+            capped.first = cap;
+            schedule_ = unshaped_;
+            detail::shape_steps(schedule_, capped, shaping_ws_);
+            detail::step_lengths(schedule_, step_bytes_);
+            assign_rails(detail::rail_steps::all);
+        } else {
+            assign_rails(detail::rail_steps::falling);
+        }
+    }
+
+    void assign_rails(detail::rail_steps which) {
+        detail::assign_rails(schedule_, step_bytes_, summary_.sent, summary_.received, rail_ws_, which);
+    }
+
+    // The paper: exact BvN of the per-GPU server matrix, every stage on all rails in its own
+    // step, balancing up front; the stage order the options say or the one predicted faster.
+    void make_exact(const traffic_matrix& m) {
+        detail::summarize_servers(summary_, detail::rail_shares::compute, servers_);
+        matrix_ = servers_.server;
+        detail::decompose_padded(matrix_, topo_.servers, matching_rule::any, stages_, padding_);
+        if (options_.order == stage_order::automatic) {
+            emit_exact(m, stage_order::ascending);
+            const double ascending = predict_us(plan_);
+            emit_exact(m, stage_order::descending);
+            if (ascending < predict_us(plan_)) emit_exact(m, stage_order::ascending);
+        } else {
+            emit_exact(m, options_.order);
+        }
+    }
+
+    void emit_exact(const traffic_matrix& m, stage_order order) {
+        sequence_.resize(stages_.size());
+        std::iota(sequence_.begin(), sequence_.end(), std::size_t{0});
+        detail::stable_sort_by(sequence_, sort_keys_, [&](std::size_t k) {
+            return order == stage_order::ascending ? stages_.weights[k] : -stages_.weights[k];
+        });
+        detail::build_uniform_rails(stages_, {sequence_, servers_.share, topo_.gpus_per_server, options_.chunks}, left_,
+                                    schedule_);
+        slots_of_.build(schedule_);
+        detail::step_lengths(schedule_, step_bytes_);
+        emit(m, detail::gather_timing::up_front, servers_.share, detail::rail_preference::own_first);
+    }
+
+    // The paper's layout on the quantised bottleneck decomposition of the per-GPU server matrix
+    // (largest stages first), with ramps and scale-up work in windows.
+    void make_bottleneck(const traffic_matrix& m) {
+        detail::summarize_servers(summary_, detail::rail_shares::compute, servers_);
+        const auto us = static_cast<std::size_t>(topo_.servers);
+        matrix_ = servers_.server;
+        detail::decompose_quantised(matrix_, topo_.servers, choose_quantum(detail::largest_line(servers_.server, us), 1),
+                                    stages_, padding_);
+        sequence_.resize(stages_.size());
+        std::iota(sequence_.begin(), sequence_.end(), std::size_t{0});
+        detail::build_uniform_rails(stages_, {sequence_, servers_.share, topo_.gpus_per_server, 1}, left_, schedule_);
+        detail::shape_steps(schedule_, {ramp_growth(options_.ramp), alpha_bytes(options_.min_step_alphas), 0, 0},
+                            shaping_ws_);
+        slots_of_.build(schedule_);
+        detail::step_lengths(schedule_, step_bytes_);
+        emit(m, detail::gather_timing::windowed, servers_.share, detail::rail_preference::own_first);
+    }
+
+    // Turns the schedule into transfers: per server pair, assign the tile to rails with the
+    // given capacities and walk each rail's stream over its slots (slots_of_ and step_bytes_,
+    // built from the schedule by the caller); then the intra-server blocks. The whole plan, or
+    // with a focus rank the tiles with an end in its server and the rank's program. With the
+    // automatic scheduler, direct instead where it is predicted faster.
+    void emit(const traffic_matrix& m, detail::gather_timing timing, std::span<const std::int64_t> capacity,
+              detail::rail_preference preference) {
+        if (schedule_only_) return;
+        if (direct_wins()) {
+            make_direct(m);
+            return;
+        }
+        const int servers = topo_.servers;
+        builder_.start(summary_, topo_, step_bytes_, schedule_.last_step,
+                       {timing, options_.window, focus_, options_.split_blocks});
+        // Nothing hides a gather before the first scale-out step: a rail's bytes in it should be
+        // its own GPU's (own-first rails start with them anyway).
+        const bool heads = timing == detail::gather_timing::windowed && preference == detail::rail_preference::landing_first;
+        head_.assign(static_cast<std::size_t>(topo_.gpus_per_server), 0);
+        const int only = focus_ < 0 ? -1 : topo_.server_of(focus_); // a focus rank: its server's tiles only
+        for (int s = 0; s < servers; ++s)
+            for (int d = 0; d < servers; ++d)
+                if (s != d && (only < 0 || s == only || d == only)) emit_pair(m, s, d, capacity, preference, heads);
+        for (int s = 0; s < servers; ++s)
+            if (only < 0 || s == only) {
+                builder_.load_tile(s, s, tile_of(m, s, s), static_cast<std::size_t>(topo_.ranks()));
+                builder_.emit_intra_tile();
+            }
+        if (focus_ >= 0) {
+            builder_.finish(rank_, pair_counts_);
+            return;
+        }
+        plan_.topology = topo_;
+        plan_.one_to_one_scale_out = true;
+        builder_.finish(plan_);
+    }
+
+    // Tile (s, d) of the row-major matrix m: block (a, b) at tile[a * R + b].
+    [[nodiscard]] const std::int64_t* tile_of(const traffic_matrix& m, int s, int d) const noexcept {
+        const auto g = static_cast<std::size_t>(topo_.gpus_per_server);
+        return m.data() + static_cast<std::size_t>(s) * g * static_cast<std::size_t>(topo_.ranks()) +
+               static_cast<std::size_t>(d) * g;
+    }
+
+    // Tile (s, d) balanced onto the rails (capacities from `capacity`; with `heads`, a rail
+    // first covers its first-step bytes with its own GPU's), each rail's stream walked over its
+    // slots.
+    void emit_pair(const traffic_matrix& m, int s, int d, std::span<const std::int64_t> capacity,
+                   detail::rail_preference preference, bool heads) {
+        const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
+        const std::size_t pair = (static_cast<std::size_t>(s) * static_cast<std::size_t>(topo_.servers) +
+                                  static_cast<std::size_t>(d)) * ug;
+        builder_.load_tile(s, d, tile_of(m, s, d), static_cast<std::size_t>(topo_.ranks()));
+        if (heads)
+            for (std::size_t i = 0; i < ug; ++i) {
+                const auto slots = slots_of_.of(pair + i);
+                head_[i] = !slots.empty() && slots.front().step == 1 ? slots.front().bytes : 0;
+            }
+        detail::assign_tile({builder_.tile(), builder_.tile_stride(), topo_.gpus_per_server, capacity.subspan(pair, ug),
+                             builder_.destination_heat(), preference, head_},
+                            tile_ws_);
+        for (std::size_t rail = 0; rail < ug; ++rail)
+            builder_.emit_stream(static_cast<int>(rail), tile_ws_.stream(rail), slots_of_.of(pair + rail));
+    }
+
+    // --- Policies ------------------------------------------------------------------------------
 
     // The cost model's time of the direct plan, from the summary: one step in which every port
     // carries all its bytes at once, so the call ends with the busiest port. O(S^2 G).
@@ -328,158 +428,8 @@ private:
     // over the sizes and shapes of planner_test's sweep, most with few servers and many GPUs),
     // so FAST must win by a margin that covers it.
     [[nodiscard]] bool direct_wins() const {
-        constexpr double margin = 1.10;
-        return options_.scheduler == scheduler::automatic && schedule_us() * margin >= direct_us();
-    }
-
-    // The direct plan, or the focus rank's program of it.
-    void make_direct(const traffic_matrix& m) {
-        last_scheduler_ = scheduler::direct;
-        if (focus_ >= 0) {
-            make_direct_rank(m);
-            return;
-        }
-        // make_direct_plan's plan, in plan_'s buffers (planning again allocates nothing).
-        const int r = topo_.ranks();
-        plan_.topology = topo_;
-        plan_.scheduler = "direct";
-        plan_.one_to_one_scale_out = false;
-        plan_.scratch_bytes.assign(static_cast<std::size_t>(r), 0);
-        plan_.transfers.clear();
-        plan_.step_offsets.assign(1, 0);
-        received_at_.assign(static_cast<std::size_t>(r), 0);
-        for (int i = 0; i < r; ++i) {
-            std::int64_t sent = 0;
-            for (int j = 0; j < r; ++j) {
-                const std::int64_t n = m(i, j);
-                if (n == 0) continue;
-                std::int64_t& received = received_at_[static_cast<std::size_t>(j)];
-                plan_.transfers.push_back({n, sent, received, i, j, topo_.same_server(i, j) ? tier::scale_up : tier::scale_out,
-                                           buffer::send, buffer::recv});
-                sent += n;
-                received += n;
-            }
-        }
-        if (!plan_.transfers.empty()) plan_.end_step();
-    }
-
-    // The focus rank's part of make_direct_plan(m) (its blocks in row-major order: those it
-    // receives from lower ranks, its own row, those it receives from higher ranks), with both
-    // ends' packed offsets from the summary and the tiles of its server. O(R G).
-    void make_direct_rank(const traffic_matrix& m) {
-        last_scheduler_ = scheduler::direct;
-        const int me = focus_;
-        const int g = topo_.gpus_per_server;
-        const int x = topo_.server_of(me);
-        const int r = topo_.ranks();
-        rank_.rank = me;
-        rank_.topology = topo_;
-        rank_.steps = 1;
-        rank_.scratch_bytes = 0;
-        rank_.one_to_one_scale_out = false;
-        rank_.transfers.clear();
-        auto block = [&](int i, int j, std::int64_t src_offset, std::int64_t dst_offset) {
-            transfer t{m(i, j), src_offset, dst_offset, i, j, topo_.same_server(i, j) ? tier::scale_up : tier::scale_out,
-                       buffer::send, buffer::recv};
-            rank_.transfers.push_back({t, 0, 0});
-        };
-        // Block (i, me): at i's send offset for me, at my receive offset for i.
-        std::int64_t received = 0;
-        auto receive = [&](int i) {
-            const std::int64_t n = m(i, me);
-            if (n == 0) return;
-            std::int64_t at = summary_.sent_before[summary_.index(topo_.server_of(i), x, topo_.local_of(i))];
-            for (int b = x * g; b < me; ++b) at += m(i, b);
-            block(i, me, at, received);
-            received += n;
-        };
-        for (int i = 0; i < me; ++i) receive(i);
-        std::int64_t sent = 0;
-        for (int j = 0; j < r; ++j) {
-            const std::int64_t n = m(me, j);
-            if (n == 0) continue;
-            if (j == me) {
-                block(me, me, sent, received);
-                received += n;
-            } else {
-                // My block at j: after what j receives from servers before mine and from the
-                // GPUs of my server before me.
-                std::int64_t at = summary_.received_before[summary_.index(x, topo_.server_of(j), topo_.local_of(j))];
-                for (int a = x * g; a < me; ++a) at += m(a, j);
-                block(me, j, sent, at);
-            }
-            sent += n;
-        }
-        for (int i = me + 1; i < r; ++i) receive(i);
-    }
-
-
-    // --- the paper ----------------------------------------------------------------------------
-
-    void make_exact(const traffic_matrix& m) {
-        compute_shares();
-        padded_ = server_;
-        detail::pad_flat(padded_, topo_.servers, row_deficit_, col_deficit_);
-        detail::decompose_flat(padded_, topo_.servers, matching_rule::any, stages_, decompose_ws_);
-        auto build = [&](stage_order order) {
-            order_stages(order);
-            detail::build_uniform_rails(stages_, sequence_, share_, topo_.gpus_per_server,
-                                        options_.chunks, left_, schedule_);
-            slots_of_.build(schedule_);
-            detail::step_lengths(schedule_, step_bytes_);
-            emit(m, detail::gather_timing::up_front, share_, detail::rail_preference::own_first);
-        };
-        if (options_.order == stage_order::automatic) {
-            build(stage_order::ascending);
-            const double ascending = predict_us(plan_);
-            build(stage_order::descending);
-            if (ascending < predict_us(plan_)) build(stage_order::ascending);
-        } else {
-            build(options_.order);
-        }
-    }
-
-    void order_stages(stage_order order) {
-        sequence_.resize(stages_.size());
-        std::iota(sequence_.begin(), sequence_.end(), std::size_t{0});
-        detail::stable_sort_by(sequence_, schedule_ws_.keys, [&](std::size_t k) {
-            return order == stage_order::ascending ? stages_.weights[k] : -stages_.weights[k];
-        });
-    }
-
-    // From the summary: the pair totals t(s, d), each GPU's inter-server bytes sent and
-    // received, in all and per server pair; with `shares`, also the balanced shares per
-    // (s, d, rail) and the per-GPU server matrix M(s, d) = ceil(t / G). O(S^2 G).
-    void compute_shares(bool shares = true) {
-        const auto us = static_cast<std::size_t>(topo_.servers);
-        const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
-        if (shares) {
-            share_.assign(us * us * ug, 0);
-            server_.assign(us * us, 0);
-        }
-        pair_.assign(us * us, 0);
-        gpu_out_.assign(us * ug, 0);
-        gpu_in_.assign(us * ug, 0);
-        own_rank_.resize(ug);
-        for (std::size_t s = 0; s < us; ++s)
-            for (std::size_t d = 0; d < us; ++d) {
-                if (s == d) continue;
-                const std::size_t at = (s * us + d) * ug;
-                const std::int64_t* sent = summary_.sent.data() + at;
-                const std::int64_t* received = summary_.received.data() + at;
-                std::int64_t total = 0;
-                for (std::size_t a = 0; a < ug; ++a) {
-                    total += sent[a];
-                    gpu_out_[s * ug + a] += sent[a];
-                    gpu_in_[d * ug + a] += received[a];
-                }
-                if (shares) {
-                    detail::balanced_shares(total, std::span<const std::int64_t>(sent, ug),
-                                            std::span<std::int64_t>(share_.data() + at, ug), own_rank_);
-                    server_[s * us + d] = detail::ceil_div(total, static_cast<std::int64_t>(ug));
-                }
-                pair_[s * us + d] = total;
-            }
+        return options_.scheduler == scheduler::automatic &&
+               schedule_us() * detail::tuning::automatic_margin >= direct_us();
     }
 
     // The ramp growth factor. A step of D bytes per NIC makes the busiest sending GPU of a
@@ -490,7 +440,7 @@ private:
     // factor: the busiest receiving GPU can be far hotter (MoE experts), but streams carry the
     // bytes for hot receivers first, so the last, shrinking steps hold bytes for cold ones.
     [[nodiscard]] double ramp_growth(double ramp) const {
-        return growth_for(busiest_share(gpu_out_) * std::max(1, topo_.gpus_per_server - 1), ramp);
+        return growth_for(detail::busiest_share(servers_.gpu_out, topo_.servers, topo_.gpus_per_server) * std::max(1, topo_.gpus_per_server - 1), ramp);
     }
 
     // The factor for the busiest receiving GPU (share f of its server's inbound bytes): of a
@@ -498,23 +448,8 @@ private:
     // over scale-up after the step. 0 unless that is more than the senders' factor allows: then
     // the receivers decide the shape (see shape_steps).
     [[nodiscard]] double drop_growth(double ramp) const {
-        const double drop = growth_for(busiest_share(gpu_in_) * topo_.gpus_per_server - 1, ramp);
+        const double drop = growth_for(detail::busiest_share(servers_.gpu_in, topo_.servers, topo_.gpus_per_server) * topo_.gpus_per_server - 1, ramp);
         return drop < ramp_growth(ramp) ? drop : 0.0;
-    }
-
-    // The largest share of its server's inter-server bytes that one GPU has in `bytes` (per GPU).
-    [[nodiscard]] double busiest_share(const std::vector<std::int64_t>& bytes) const {
-        const auto us = static_cast<std::size_t>(topo_.servers);
-        const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
-        double f = 1.0 / static_cast<double>(ug);
-        for (std::size_t s = 0; s < us; ++s) {
-            std::int64_t all = 0;
-            for (std::size_t a = 0; a < ug; ++a) all += bytes[s * ug + a];
-            if (all > 0)
-                for (std::size_t a = 0; a < ug; ++a)
-                    f = std::max(f, static_cast<double>(bytes[s * ug + a]) / static_cast<double>(all));
-        }
-        return f;
     }
 
     // How much longer a step may be than its neighbour when `moved` times its bytes cross
@@ -522,40 +457,28 @@ private:
     [[nodiscard]] double growth_for(double moved, double ramp) const {
         if (ramp <= 0) return 0.0;
         const double room = ramp * options_.window * topo_.scale_up_gbps / topo_.scale_out_gbps;
-        return std::clamp(room / std::max(moved, 1e-3), 1.5, 16.0);
+        return std::clamp(room / std::max(moved, 1e-3), detail::tuning::min_growth, detail::tuning::max_growth);
     }
 
-    // --- beyond the paper ---------------------------------------------------------------------
-
-    // The largest line sum of an S x S matrix.
-    [[nodiscard]] std::int64_t largest_line(const std::vector<std::int64_t>& a) const {
-        const auto us = static_cast<std::size_t>(topo_.servers);
-        std::int64_t best = 0;
-        for (std::size_t k = 0; k < us; ++k) {
-            std::int64_t row = 0;
-            std::int64_t col = 0;
-            for (std::size_t j = 0; j < us; ++j) {
-                row += a[k * us + j];
-                col += a[j * us + k];
-            }
-            best = std::max({best, row, col});
-        }
-        return best;
+    // The quantum `options_.quantum`, or else `default_bytes` (at least 1).
+    [[nodiscard]] std::int64_t quantum_or(double default_bytes) const {
+        return options_.quantum > 0 ? options_.quantum : std::max<std::int64_t>(1, detail::saturate(default_bytes));
     }
 
-    // The quantum for a matrix whose busiest line is `line`, shared by `lanes` rails.
+    // The quantum for a matrix whose busiest line is `line`, shared by `lanes` rails:
+    // quantum_fraction of the busiest line's average entry per lane.
     [[nodiscard]] std::int64_t choose_quantum(std::int64_t line, int lanes) const {
-        if (options_.quantum > 0) return options_.quantum;
         const double entry = static_cast<double>(line) / (std::max(1, topo_.servers) * lanes);
-        return std::max<std::int64_t>(1, detail::saturate(options_.quantum_fraction * entry));
+        return quantum_or(options_.quantum_fraction * entry);
     }
 
     // The ramp for a call whose balanced NICs carry `nic_bytes` each (long_call_ramp_scale).
     [[nodiscard]] double ramp_for(std::int64_t nic_bytes) const {
-        constexpr double short_call_alphas = 200; // up to here: `ramp`
-        constexpr double long_call_alphas = 400;  // from here: `ramp * long_call_ramp_scale`
         const double alphas =
             static_cast<double>(nic_bytes) / static_cast<double>(std::max<std::int64_t>(1, alpha_bytes(1.0)));
+        // Up to short_call_alphas: `ramp`; from long_call_alphas: `ramp * long_call_ramp_scale`.
+        using detail::tuning::long_call_alphas;
+        using detail::tuning::short_call_alphas;
         const double toward_long = std::clamp(std::log2(std::max(alphas, 1.0) / short_call_alphas) /
                                                   std::log2(long_call_alphas / short_call_alphas),
                                               0.0, 1.0);
@@ -566,236 +489,25 @@ private:
         return detail::saturate(alphas * topo_.alpha_out_us * topo_.scale_out_gbps * 1e3);
     }
 
-    void make_bottleneck(const traffic_matrix& m) {
-        compute_shares();
-        const std::int64_t q = choose_quantum(largest_line(server_), 1);
-        padded_ = server_;
-        detail::quantise(padded_, q);
-        detail::pad_flat(padded_, topo_.servers, row_deficit_, col_deficit_);
-        detail::decompose_flat(padded_, topo_.servers, matching_rule::bottleneck, stages_, decompose_ws_);
-        detail::scale_weights(stages_, q);
-        sequence_.resize(stages_.size());
-        std::iota(sequence_.begin(), sequence_.end(), std::size_t{0});
-        detail::build_uniform_rails(stages_, sequence_, share_, topo_.gpus_per_server, 1, left_, schedule_);
-        const double growth = ramp_growth(options_.ramp);
-        detail::shape_steps(schedule_, growth, alpha_bytes(options_.min_step_alphas), 0, schedule_ws_);
-        slots_of_.build(schedule_);
-        detail::step_lengths(schedule_, step_bytes_);
-        emit(m, detail::gather_timing::windowed, share_, detail::rail_preference::own_first);
+    // --- Baselines ------------------------------------------------------------------------------
+
+    // The direct plan, or the focus rank's program of it.
+    void make_direct(const traffic_matrix& m) {
+        last_scheduler_ = scheduler::direct;
+        if (focus_ >= 0) detail::fill_direct_program(m, summary_, topo_, focus_, rank_);
+        else detail::fill_direct_plan(m, topo_, plan_, received_at_);
     }
 
-    void make_rail_packed(const traffic_matrix& m) {
-        compute_shares(false);
-        const int g = topo_.gpus_per_server;
-        const std::int64_t line = largest_line(pair_);
-        const std::int64_t min_step = alpha_bytes(options_.min_step_alphas);
-        const std::int64_t max_step = detail::saturate(options_.max_step_share * static_cast<double>(line) / g);
-        // Quantum candidates: a coarser quantum pads more but leaves fewer small stages, each
-        // a step with its alpha_out; which wins depends on the traffic. The schedule kept is the
-        // one whose step lengths plus alpha_out per step add up to the least (the cost model's
-        // time without scale-up exposure, which the ramps keep small; no emission needed).
-        // Candidates are costed from their step lengths alone (shaping keeps the lengths' sum
-        // and only adds steps); only the winner's slots are built.
-        const std::int64_t alpha = alpha_bytes(1.0);
-        const int choices = options_.quantum > 0 ? 1 : options_.quantum_choices;
-        const std::int64_t quantum = choose_quantum(line, g);
-        const double ramp = ramp_for(detail::ceil_div(line, static_cast<std::int64_t>(g)));
-        const double growth = ramp_growth(ramp);
-        const double drop = drop_growth(ramp);
-        double best = 0;
-        double best_factor = 1;
-        bool first = true;
-        auto try_factor = [&](double factor) {
-            const std::int64_t q = detail::saturate(static_cast<double>(quantum) * factor);
-            padded_ = pair_;
-            detail::quantise(padded_, q);
-            detail::pad_flat(padded_, topo_.servers, row_deficit_, col_deficit_);
-            detail::decompose_flat(padded_, topo_.servers, matching_rule::bottleneck, stages_, decompose_ws_);
-            detail::scale_weights(stages_, q);
-            if (!detail::build_rail_packed<false>(stages_, pair_, g, min_step, max_step, candidate_, schedule_ws_,
-                                                  first ? HUGE_VAL : best, alpha))
-                return;
-            std::int64_t bytes = 0;
-            for (const std::int64_t n : schedule_ws_.length) bytes = detail::checked_add(bytes, n, "step lengths");
-            const std::int32_t steps = detail::shape_steps<false>(candidate_, growth, min_step, drop, schedule_ws_);
-            const double cost = static_cast<double>(bytes) + static_cast<double>(steps) * static_cast<double>(alpha);
-            if (first || cost < best) {
-                best = cost;
-                best_factor = factor;
-                first = false;
-                std::swap(stages_, best_stages_);
-            }
-        };
-        for (int factor = 1; factor <= choices; ++factor) try_factor(factor);
-        // The cost is not smooth in the quantum (one tail stage more or less is a step), so the
-        // best factor is refined by halving steps around it; never below the default quantum.
-        const int refinements =
-            options_.quantum > 0 || topo_.servers > options_.refine_max_servers ? 0 : options_.quantum_refinements;
-        double radius = 1.0;
-        for (int k = 0; k < refinements; ++k) {
-            radius /= 2;
-            const double center = best_factor;
-            if (center - radius >= 1.0) try_factor(center - radius);
-            try_factor(center + radius);
-        }
-        detail::build_rail_packed(best_stages_, pair_, g, min_step, max_step, schedule_, schedule_ws_);
-        unshaped_ = schedule_;
-        detail::shape_steps(schedule_, growth, min_step, drop, schedule_ws_);
-        // Which rail carries which slot of a step is free: the first step goes to the rails whose
-        // GPUs hold its bytes, the falling side's steps to those whose GPUs receive them.
-        detail::step_lengths(schedule_, step_bytes_);
-        // The first step needs no balancing before it only as far as its rails' own bytes
-        // cover its slots: where they fall short, it is shaped again no longer than they cover
-        // (never below the edge), since nothing hides a gather before it.
-        detail::assign_rails(schedule_, step_bytes_, summary_.sent, summary_.received, schedule_ws_,
-                             detail::rail_steps::first);
-        const detail::first_step_cover cover = detail::cover_of_first_step(schedule_, summary_.sent);
-        if (const std::int64_t cap = std::max(cover.own, min_step); cap < cover.length) {
-            schedule_ = unshaped_;
-            detail::shape_steps(schedule_, growth, min_step, drop, schedule_ws_, cap);
-            detail::step_lengths(schedule_, step_bytes_);
-            detail::assign_rails(schedule_, step_bytes_, summary_.sent, summary_.received, schedule_ws_);
-        } else {
-            detail::assign_rails(schedule_, step_bytes_, summary_.sent, summary_.received, schedule_ws_,
-                                 detail::rail_steps::falling);
-        }
-        // What each rail carries for each pair follows from the schedule.
-        slots_of_.build(schedule_);
-        const auto us = static_cast<std::size_t>(topo_.servers);
-        const auto ug = static_cast<std::size_t>(g);
-        capacity_.assign(us * us * ug, 0);
-        for (std::size_t k = 0; k < capacity_.size(); ++k) capacity_[k] = slots_of_.bytes(k);
-        emit(m, detail::gather_timing::windowed, capacity_, detail::rail_preference::landing_first);
-    }
-
-    // Turns the schedule into transfers: per server pair, assign the tile to rails with the
-    // given capacities and walk each rail's stream over its slots (slots_of_ and step_bytes_,
-    // built from the schedule by the caller); then the intra-server blocks. The whole plan, or
-    // with a focus rank the tiles with an end in its server and the rank's program.
-    void emit(const traffic_matrix& m, detail::gather_timing timing,
-              std::span<const std::int64_t> capacity, detail::rail_preference preference) {
-        if (schedule_only_) return;
-        if (direct_wins()) {
-            make_direct(m);
-            return;
-        }
-        const auto us = static_cast<std::size_t>(topo_.servers);
-        const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
-        const auto ur = static_cast<std::size_t>(topo_.ranks());
-        builder_.start(summary_, topo_, schedule_.last_step, timing, options_.window, step_bytes_, focus_,
-                       options_.split_blocks);
-        head_.assign(ug, 0);
-        const std::size_t only = focus_ < 0 ? us : static_cast<std::size_t>(topo_.server_of(focus_));
-        for (std::size_t s = 0; s < us; ++s)
-            for (std::size_t d = 0; d < us; ++d) {
-                if (s == d || (only < us && s != only && d != only)) continue;
-                builder_.load_tile(static_cast<int>(s), static_cast<int>(d), m.data() + s * ug * ur + d * ug, ur);
-                // Nothing hides a gather before the first scale-out step: a rail's bytes in it
-                // should be its own GPU's (own-first rails start with them anyway).
-                if (timing == detail::gather_timing::windowed && preference == detail::rail_preference::landing_first)
-                    for (std::size_t i = 0; i < ug; ++i) {
-                        const auto slots = slots_of_.of((s * us + d) * ug + i);
-                        head_[i] = !slots.empty() && slots.front().step == 1 ? slots.front().bytes : 0;
-                    }
-                detail::assign_tile(builder_.tile(), builder_.tile_stride(), topo_.gpus_per_server,
-                                    capacity.subspan((s * us + d) * ug, ug), tile_ws_,
-                                    builder_.destination_heat(), preference, std::span<const std::int64_t>(head_));
-                for (std::size_t rail = 0; rail < ug; ++rail)
-                    builder_.emit_stream(static_cast<int>(rail), tile_ws_.stream(rail),
-                                         slots_of_.of((s * us + d) * ug + rail));
-            }
-        for (std::size_t s = 0; s < us; ++s) {
-            if (only < us && s != only) continue;
-            builder_.load_tile(static_cast<int>(s), static_cast<int>(s), m.data() + s * ug * ur + s * ug, ur);
-            builder_.emit_intra_tile();
-        }
-        if (focus_ >= 0) {
-            builder_.finish(rank_, pair_counts_);
-            return;
-        }
-        plan_.topology = topo_;
-        plan_.one_to_one_scale_out = true;
-        builder_.finish(plan_);
-    }
-
-    // --- FAST without balancing: stages of the GPU-level matrix ------------------------------
-
+    // FAST without balancing: the quantised bottleneck stages of the GPU-level matrix. Its
+    // quantum is quantum_fraction of the busiest line's average entry too, computed as
+    // fraction * line / R (the association decides the last bit, and with it some plans).
     void make_unbalanced(const traffic_matrix& m) {
         const int r = topo_.ranks();
-        const auto ur = static_cast<std::size_t>(r);
-        std::vector<std::int64_t>& a = padded_;
-        a.assign(ur * ur, 0);
-        for (std::size_t i = 0; i < ur; ++i)
-            for (std::size_t j = 0; j < ur; ++j)
-                if (!topo_.same_server(static_cast<int>(i), static_cast<int>(j)))
-                    a[i * ur + j] = m(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j));
-        // The same quantised bottleneck decomposition as FAST's, on the GPU-level matrix.
-        std::int64_t line = 0;
-        for (std::size_t i = 0; i < ur; ++i) {
-            std::int64_t row = 0;
-            std::int64_t col = 0;
-            for (std::size_t j = 0; j < ur; ++j) {
-                row += a[i * ur + j];
-                col += a[j * ur + i];
-            }
-            line = std::max({line, row, col});
-        }
-        const std::int64_t q = options_.quantum > 0
-                                   ? options_.quantum
-                                   : std::max<std::int64_t>(1, detail::saturate(options_.quantum_fraction *
-                                                                                static_cast<double>(line) / r));
-        detail::quantise(a, q);
-        detail::pad_flat(a, r, row_deficit_, col_deficit_);
-        detail::decompose_flat(a, r, matching_rule::bottleneck, stages_, decompose_ws_);
-        detail::scale_weights(stages_, q);
-        // Blocks go straight from send to recv, min(w, left) per stage, largest stages first;
-        // intra-server blocks during the first stage.
-        const alltoallv_layout l = make_packed_layout(m);
-        plan_ = plan{};
-        plan_.topology = topo_;
-        plan_.scheduler = "fast-unbalanced";
-        plan_.one_to_one_scale_out = true;
-        plan_.scratch_bytes.assign(ur, 0);
-        left_.assign(ur * ur, 0);
-        std::vector<std::int64_t> sent(ur * ur, 0);
-        for (std::size_t i = 0; i < ur; ++i)
-            for (std::size_t j = 0; j < ur; ++j)
-                left_[i * ur + j] = m(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j));
-        auto add_intra = [&] {
-            for (std::size_t i = 0; i < ur; ++i)
-                for (std::size_t j = 0; j < ur; ++j)
-                    if (topo_.same_server(static_cast<int>(i), static_cast<int>(j)) && left_[i * ur + j] > 0) {
-                        plan_.transfers.push_back(detail::block_transfer(
-                            l, topo_, static_cast<int>(i), static_cast<int>(j), left_[i * ur + j]));
-                        left_[i * ur + j] = 0;
-                    }
-        };
-        bool first = true;
-        for (std::size_t k = 0; k < stages_.size(); ++k) {
-            const auto perm = stages_.perm(k);
-            const std::size_t before = plan_.transfers.size();
-            for (std::size_t i = 0; i < ur; ++i) {
-                const auto j = static_cast<std::size_t>(perm[i]);
-                if (topo_.same_server(static_cast<int>(i), static_cast<int>(j))) continue;
-                const std::int64_t n = std::min(stages_.weights[k], left_[i * ur + j]);
-                if (n == 0) continue;
-                transfer t = detail::block_transfer(l, topo_, static_cast<int>(i), static_cast<int>(j), n);
-                t.src_offset += sent[i * ur + j];
-                t.dst_offset += sent[i * ur + j];
-                sent[i * ur + j] += n;
-                left_[i * ur + j] -= n;
-                plan_.transfers.push_back(t);
-            }
-            if (plan_.transfers.size() > before) {
-                if (first) add_intra();
-                plan_.end_step();
-                first = false;
-            }
-        }
-        if (first) { // no inter-server traffic at all
-            add_intra();
-            if (!plan_.transfers.empty()) plan_.end_step();
-        }
+        detail::inter_server_blocks(m, topo_, matrix_);
+        const std::int64_t line = detail::largest_line(matrix_, static_cast<std::size_t>(r));
+        detail::decompose_quantised(matrix_, r, quantum_or(options_.quantum_fraction * static_cast<double>(line) / r),
+                                    stages_, padding_);
+        detail::fill_unbalanced_plan(m, topo_, stages_, plan_, unbalanced_ws_);
     }
 
     fast::topology topo_;
@@ -804,35 +516,32 @@ private:
     int focus_ = -1; // make_rank: the rank whose program is being emitted
     fast::scheduler last_scheduler_ = scheduler::fast;
     bool schedule_only_ = false; // make_schedule: stop before the emission
-    std::vector<std::int64_t> received_at_; // make_direct: per rank, its receive offset so far
     rank_program rank_;
+    // Buffers kept between calls, in pipeline order.
     traffic_summary summary_;
-    std::vector<std::uint32_t> pair_counts_; // number_pairs' workspace
-    // Buffers kept between calls.
-    std::vector<std::int64_t> share_;
-    std::vector<std::int64_t> server_;
-    std::vector<std::int64_t> pair_;
-    std::vector<std::int64_t> gpu_out_; // per GPU: inter-server bytes sent
-    std::vector<std::int64_t> gpu_in_;  // per GPU: inter-server bytes received
-    std::vector<std::int64_t> capacity_;
-    std::vector<std::uint32_t> own_rank_; // balanced_shares: each GPU's rank by its own bytes
-    std::vector<std::int64_t> padded_;
-    std::vector<std::int64_t> row_deficit_;
-    std::vector<std::int64_t> col_deficit_;
-    std::vector<std::int64_t> left_;
-    detail::decompose_workspace decompose_ws_;
+    detail::server_traffic servers_;
+    std::vector<std::int64_t> matrix_; // the matrix being decomposed (consumed)
+    detail::padding_workspace padding_;
     decomposition stages_;
     decomposition best_stages_; // rail packing: the decomposition of the best quantum so far
-    std::vector<std::size_t> sequence_;
-    std::vector<std::int64_t> step_bytes_;
+    std::vector<std::int64_t> lengths_; // rail packing: a candidate's step lengths
+    std::vector<std::size_t> sequence_; // the paper's layout: the stages in step order
+    std::vector<std::pair<std::int64_t, std::size_t>> sort_keys_;
+    std::vector<std::int64_t> left_;    // build_uniform_rails' workspace
+    detail::packing_workspace packing_ws_;
+    detail::shaping_workspace shaping_ws_;
+    detail::rail_workspace rail_ws_;
     detail::stage_schedule schedule_;
     detail::stage_schedule unshaped_; // the winner's schedule before shaping, to shape again
-    detail::stage_schedule candidate_;
-    detail::schedule_workspace schedule_ws_;
+    std::vector<std::int64_t> step_bytes_;
     detail::stream_slots slots_of_;
-    detail::plan_builder builder_;
+    std::vector<std::int64_t> capacity_; // rail packing: per (pair, rail), what its slots carry
     detail::tile_workspace tile_ws_;
     std::vector<std::int64_t> head_; // per rail of the tile being emitted: its bytes in the first step
+    detail::plan_builder builder_;
+    std::vector<std::uint32_t> pair_counts_; // number_pairs' workspace
+    std::vector<std::int64_t> received_at_; // direct plans: per rank, its receive offset so far
+    detail::unbalanced_workspace unbalanced_ws_;
 };
 
 /// Plans `m` on `topo`. Throws fast::invalid_argument on invalid input.

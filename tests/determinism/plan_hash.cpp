@@ -1,6 +1,8 @@
 // Prints one line per plan: what was planned and an FNV-1a hash of the whole plan (scratch,
 // steps, every field of every transfer). Ranks plan independently, so the same matrix must give
 // a byte-identical plan in every process and in every build (g++ and clang).
+#include "plan_digest.hpp"
+
 #include <fast/fast.hpp>
 
 #include <cstdint>
@@ -10,31 +12,7 @@
 
 namespace {
 
-struct fnv {
-    std::uint64_t h = 1469598103934665603ULL;
-    void add(std::uint64_t v) {
-        for (int k = 0; k < 8; ++k) {
-            h ^= (v >> (8 * k)) & 0xff;
-            h *= 1099511628211ULL;
-        }
-    }
-};
-
-std::uint64_t hash_plan(const fast::plan& p) {
-    fnv f;
-    f.add(p.one_to_one_scale_out ? 1 : 0);
-    for (const std::int64_t s : p.scratch_bytes) f.add(static_cast<std::uint64_t>(s));
-    for (const std::size_t o : p.step_offsets) f.add(o);
-    for (const fast::transfer& t : p.transfers) {
-        f.add(static_cast<std::uint64_t>(t.bytes));
-        f.add(static_cast<std::uint64_t>(t.src_offset));
-        f.add(static_cast<std::uint64_t>(t.dst_offset));
-        f.add((static_cast<std::uint64_t>(static_cast<std::uint32_t>(t.src)) << 32) | static_cast<std::uint32_t>(t.dst));
-        f.add((static_cast<std::uint64_t>(t.tier) << 16) | (static_cast<std::uint64_t>(t.src_buffer) << 8) |
-              static_cast<std::uint64_t>(t.dst_buffer));
-    }
-    return f.h;
-}
+using fast::test::hash_plan;
 
 void emit(const std::string& what, const fast::traffic_matrix& m, const fast::topology& t) {
     for (const fast::policy policy : {fast::policy::rail_packed, fast::policy::bottleneck, fast::policy::exact}) {

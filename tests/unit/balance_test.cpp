@@ -66,8 +66,7 @@ TEST_CASE("with landing_first a rail takes the bytes that land on its GPU before
     const std::int64_t tile[4] = {0, 10, 0, 2}; // 2 x 2 tile: GPU 0 -> 1: 10 bytes, GPU 1 -> 1: 2
     const std::int64_t capacity[2] = {6, 6};
     detail::tile_workspace ws;
-    detail::assign_tile(tile, 2, 2, std::span<const std::int64_t>(capacity), ws, {},
-                        detail::rail_preference::landing_first);
+    detail::assign_tile({tile, 2, 2, capacity, {}, detail::rail_preference::landing_first}, ws);
     REQUIRE(ws.stream(1).size() == 2); // no own bytes that need redistribution: the diagonal block first
     CHECK(ws.stream(1)[0] == piece{0, 2, 1, 1});
     CHECK(ws.stream(1)[1] == piece{0, 4, 0, 1});
@@ -82,8 +81,7 @@ TEST_CASE("a rail with a head starts its stream with its own GPU's bytes, diagon
     const std::int64_t capacity[2] = {13, 10};
     const std::int64_t head[2] = {8, 0};
     detail::tile_workspace ws;
-    detail::assign_tile(tile, 2, 2, std::span<const std::int64_t>(capacity), ws, {},
-                        detail::rail_preference::landing_first, std::span<const std::int64_t>(head));
+    detail::assign_tile({tile, 2, 2, capacity, {}, detail::rail_preference::landing_first, head}, ws);
     REQUIRE(ws.stream(0).size() == 2);
     CHECK(ws.stream(0)[0] == piece{0, 3, 0, 0});  // the diagonal block first: no move at all
     CHECK(ws.stream(0)[1] == piece{0, 10, 0, 1}); // then a whole own block: redistributed, not gathered
@@ -91,8 +89,7 @@ TEST_CASE("a rail with a head starts its stream with its own GPU's bytes, diagon
     CHECK(ws.stream(1)[0] == piece{0, 10, 1, 0});
     // Without the head, rail 0 takes the block that lands on it.
     const std::int64_t none[2] = {0, 0};
-    detail::assign_tile(tile, 2, 2, std::span<const std::int64_t>(capacity), ws, {},
-                        detail::rail_preference::landing_first, std::span<const std::int64_t>(none));
+    detail::assign_tile({tile, 2, 2, capacity, {}, detail::rail_preference::landing_first, none}, ws);
     CHECK(ws.stream(0).back() == piece{0, 10, 1, 0});
 }
 
@@ -114,8 +111,7 @@ TEST_CASE("heads: every byte once, and each head covered by own bytes as far as 
         for (std::size_t i = 0; i < ug; ++i)
             head[i] = capacity[i] == 0 ? 0 : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(capacity[i] + 1));
         detail::tile_workspace ws;
-        detail::assign_tile(tile.data(), ug, g, std::span<const std::int64_t>(capacity), ws, {},
-                            detail::rail_preference::landing_first, std::span<const std::int64_t>(head));
+        detail::assign_tile({tile.data(), ug, g, capacity, {}, detail::rail_preference::landing_first, head}, ws);
         INFO("round " << round << ", g " << g);
         std::vector<std::int64_t> covered(ug * ug, 0);
         for (std::size_t i = 0; i < ug; ++i) {
@@ -163,8 +159,9 @@ TEST_CASE("streams come out in stream order with heat, one piece per block and r
         std::vector<std::uint32_t> heat_rank(ug);
         detail::descending_ranks(heat, heat_rank);
         const auto preference = rng() % 2 == 0 ? detail::rail_preference::own_first : detail::rail_preference::landing_first;
-        detail::assign_tile(tile.data(), stride, g, std::span<const std::int64_t>(capacity), ws, heat_rank, preference,
-                            heads ? std::span<const std::int64_t>(head) : std::span<const std::int64_t>());
+        detail::assign_tile({tile.data(), stride, g, capacity, heat_rank, preference,
+                             heads ? std::span<const std::int64_t>(head) : std::span<const std::int64_t>()},
+                            ws);
         INFO("round " << round << ", g " << g);
         std::vector<std::int64_t> covered(ug * ug, 0);
         for (std::size_t i = 0; i < ug; ++i) {

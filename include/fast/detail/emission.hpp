@@ -1,5 +1,5 @@
 #pragma once
-// Turns a stage schedule into transfers. The schedule says, for every rail and scale-out step,
+// Emission (the planner's stage 5): turns a stage schedule into transfers. The schedule says, for every rail and scale-out step,
 // how many bytes each server sends to which server; balancing (assign_tile) says which bytes of
 // a tile each rail carries, in stream order. The builder walks every (server pair, rail) stream
 // across that stream's slots and emits, per slice of a piece:
@@ -22,10 +22,8 @@
 // region per carrier for everything balanced in step 0). A region lives from the first step
 // that writes it to the last step that reads it; within a step only one stream writes it
 // (scale-out is one-to-one), so a cursor places bytes. When all regions and lifetimes are known,
-// finish() lays out each rank's regions first-fit by lifetime: regions alive in overlapping
-// steps never share bytes (a step that reads one never writes another in the same place), and
-// the others reuse the same memory. Offsets stay relative to their region until then; each
-// record keeps its regions beside it.
+// finish() lays out each rank's regions first-fit by lifetime (scratch_layout.hpp). Offsets stay
+// relative to their region until then; each record keeps its regions beside it.
 //
 // One rank's part (a focus rank): only the tiles with an end in the rank's server are walked,
 // in the whole plan's order, and only the rank's own transfers are kept. Where scale-up work
@@ -42,22 +40,19 @@
 #include <span>
 #include <vector>
 
-#include "../balance.hpp"
-#include "checked.hpp"
 #include "../error.hpp"
+#include "../piece.hpp"
 #include "../plan.hpp"
 #include "../rank_program.hpp"
 #include "../traffic_summary.hpp"
+#include "assert.hpp"
+#include "balancing.hpp"
+#include "checked.hpp"
+#include "schedule.hpp"
+#include "scratch_layout.hpp"
+#include "tuning.hpp"
 
 namespace fast::detail {
-
-inline constexpr int max_window = 64;
-
-/// One slot's share of a (pair, rail) stream: `bytes` leave in scale-out step `step`.
-struct stream_slot {
-    std::int32_t step = 0;
-    std::int64_t bytes = 0;
-};
 
 /// When balancing and redistribution happen (see the file comment).
 enum class gather_timing { windowed, up_front };
@@ -68,6 +63,14 @@ struct emit_mode {
     bool up_front = false;
     bool focus = false;
     bool split = false;
+};
+
+/// What plan_builder::start needs besides the schedule.
+struct emission_options {
+    gather_timing timing = gather_timing::windowed;
+    int window = 1;            ///< steps before (gathers) and after (redistribution) a slot's
+    int focus = -1;            ///< the rank whose part is built, or -1 for the whole plan
+    bool split_blocks = false; ///< no transfer carries bytes of two blocks
 };
 
 /// Builds a plan's transfers step by step, or one rank's (the focus); reusable across plans
@@ -90,7 +93,7 @@ class plan_builder {
     // (no_region where an end is not in scratch) stay beside it until finish() knows every
     // region's base.
     struct record {
-        transfer t;
+        fast::transfer transfer;
         std::uint32_t src_region;
         std::uint32_t dst_region;
     };
@@ -98,56 +101,31 @@ class plan_builder {
 public:
     /// Starts a plan with steps 0 .. last_step + 1 (step 0 and the step after the last
     /// scale-out step carry only scale-up work). `step_bytes[k]` is the length of scale-out step
-    /// k in bytes (k = 1 .. last_step), the room scale-up work may fill at B_up / B_out. `focus`:
-    /// the rank whose part is built, or -1 for the whole plan. `split_blocks`: no transfer
-    /// carries bytes of two blocks (each is one contiguous range in a user buffer).
-    void start(const traffic_summary& sum, const topology& topo, std::int32_t last_step, gather_timing timing,
-               int window, std::span<const std::int64_t> step_bytes, int focus = -1, bool split_blocks = false) {
-        if (window < 1 || window > max_window)
-            throw invalid_argument("window must be between 1 and " + std::to_string(max_window) +
-                                   ", got " + std::to_string(window));
+    /// k in bytes (k = 1 .. last_step), the room scale-up work may fill at B_up / B_out.
+    void start(const traffic_summary& sum, const topology& topo, std::span<const std::int64_t> step_bytes,
+               std::int32_t last_step, const emission_options& options) {
+        FAST_ASSERT(options.window >= 1 && options.window <= tuning::max_window, "the window was validated with the options");
         sum_ = &sum;
         topo_ = topo;
-        g_ = topo.gpus_per_server;
-        timing_ = timing;
-        window_ = timing == gather_timing::up_front ? 1 : window;
-        last_ = last_step;
-        focus_ = focus;
-        focus_server_ = focus >= 0 ? topo.server_of(focus) : -1;
-        split_blocks_ = split_blocks;
+        gpus_ = topo.gpus_per_server;
+        timing_ = options.timing;
+        window_ = options.timing == gather_timing::up_front ? 1 : options.window;
+        last_step_ = last_step;
+        focus_ = options.focus;
+        focus_server_ = focus_ >= 0 ? topo.server_of(focus_) : -1;
+        split_blocks_ = options.split_blocks;
         const auto r = static_cast<std::size_t>(topo.ranks());
-        const auto ug = static_cast<std::size_t>(g_);
-        // Heat: what each rank receives in all (the summary's column sums), ranked per server.
-        heat_.resize(r);
-        const std::size_t last_row = static_cast<std::size_t>(topo.servers - 1) * r;
-        for (std::size_t j = 0; j < r; ++j) heat_[j] = sum.received_before[last_row + j] + sum.received[last_row + j];
-        heat_rank_.resize(r);
-        for (int d = 0; d < topo.servers; ++d) {
-            const std::size_t at = static_cast<std::size_t>(d) * ug;
-            descending_ranks(std::span<const std::int64_t>(heat_.data() + at, ug), std::span<std::uint32_t>(heat_rank_.data() + at, ug));
-        }
+        const auto ug = static_cast<std::size_t>(gpus_);
+        rank_heat(sum);
         steps_ = static_cast<std::size_t>(last_step) + 2;
         if (buckets_.size() < steps_) buckets_.resize(steps_);
         for (std::size_t k = 0; k < steps_; ++k) buckets_[k].clear();
         last_kept_.assign(steps_, none);
-        if (split_blocks) last_block_.assign(steps_, block_key{});
+        if (split_blocks_) last_block_.assign(steps_, block_key{});
         regions_.assign(1, region{});
         next_foreign_ = foreign_region;
         staged_region_.assign(r, no_region);
-        const double ratio = topo.scale_up_gbps / topo.scale_out_gbps;
-        capacity_.assign(steps_, 0);
-        for (std::size_t k = 1; k < steps_ && k < step_bytes.size(); ++k)
-            capacity_[k] = saturate(static_cast<double>(step_bytes[k]) * ratio);
-        if (timing == gather_timing::windowed) {
-            // Rooms of the ranks whose moves are placed: all, or the focus rank's server's.
-            const std::size_t rooms = focus < 0 ? r : ug;
-            room_send_.resize(rooms * steps_);
-            room_recv_.resize(rooms * steps_);
-            for (std::size_t k = 0; k < rooms; ++k) {
-                std::copy(capacity_.begin(), capacity_.end(), room_send_.begin() + static_cast<std::ptrdiff_t>(k * steps_));
-                std::copy(capacity_.begin(), capacity_.end(), room_recv_.begin() + static_cast<std::ptrdiff_t>(k * steps_));
-            }
-        }
+        reset_rooms(step_bytes);
         tile_.resize(ug * ug);
         send_at_.resize(ug * ug);
         recv_at_.resize(ug * ug);
@@ -161,9 +139,9 @@ public:
     /// Copies tile (s, d) (block (a, b) at tile[a * stride + b]; its rows are far apart in a
     /// matrix) and computes the packed displacements of every block from the summary.
     void load_tile(int s, int d, const std::int64_t* tile, std::size_t stride) {
-        s_ = s;
-        d_ = d;
-        const auto ug = static_cast<std::size_t>(g_);
+        source_ = s;
+        destination_ = d;
+        const auto ug = static_cast<std::size_t>(gpus_);
         std::int64_t* own = tile_.data();
         for (std::size_t a = 0; a < ug; ++a) {
             std::int64_t at = sum_->sent_before[sum_->index(s, d, static_cast<int>(a))];
@@ -188,10 +166,10 @@ public:
     /// The GPUs of the loaded tile's destination server ranked by how much each receives in
     /// all, hottest first (see descending_ranks).
     [[nodiscard]] std::span<const std::uint32_t> destination_heat() const noexcept {
-        return {heat_rank_.data() + static_cast<std::size_t>(d_) * static_cast<std::size_t>(g_),
-                static_cast<std::size_t>(g_)};
+        return {heat_rank_.data() + static_cast<std::size_t>(destination_) * static_cast<std::size_t>(gpus_),
+                static_cast<std::size_t>(gpus_)};
     }
-    [[nodiscard]] std::size_t tile_stride() const noexcept { return static_cast<std::size_t>(g_); }
+    [[nodiscard]] std::size_t tile_stride() const noexcept { return static_cast<std::size_t>(gpus_); }
 
     /// Direct scale-up copies of the loaded (intra-server) tile: in step 1 up front, else each
     /// block in the scale-out step with the most room for both of its ports.
@@ -209,7 +187,7 @@ public:
     /// regions and resolves the region-relative offsets. Whole plans only.
     void finish(plan& out) {
         const auto r = static_cast<std::size_t>(topo_.ranks());
-        layout_regions(r);
+        scratch_.lay_out(regions_, r);
         out.scratch_bytes.assign(r, 0);
         for (const region& x : regions_)
             out.scratch_bytes[static_cast<std::size_t>(x.rank)] =
@@ -225,7 +203,7 @@ public:
         transfer* y = out.transfers.data();
         for (std::size_t k = 0; k < steps_; ++k)
             for (const record& x : buckets_[k]) {
-                *y = x.t;
+                *y = x.transfer;
                 y->src_offset += regions_[x.src_region].base;
                 y->dst_offset += regions_[x.dst_region].base;
                 ++y;
@@ -236,18 +214,18 @@ public:
     /// whether or not the whole plan has transfers in them), its scratch laid out, other ranks'
     /// scratch offsets 0, pairs numbered. `counts`: number_pairs' workspace.
     void finish(rank_program& out, std::vector<std::uint32_t>& counts) {
-        layout_focus_regions();
+        const std::span<const std::uint32_t> own = scratch_.lay_out_rank(regions_, focus_);
         out.rank = focus_;
         out.topology = topo_;
         out.steps = static_cast<std::uint32_t>(steps_);
         out.one_to_one_scale_out = true;
         out.scratch_bytes = 0;
-        for (const std::uint32_t k : order_)
+        for (const std::uint32_t k : own)
             out.scratch_bytes = std::max(out.scratch_bytes, checked_add(regions_[k].base, regions_[k].size, "scratch of one rank"));
         out.transfers.clear();
         for (std::size_t k = 0; k < steps_; ++k)
             for (const record& x : buckets_[k]) {
-                rank_transfer y{x.t, static_cast<std::uint32_t>(k), 0};
+                rank_transfer y{x.transfer, static_cast<std::uint32_t>(k), 0};
                 resolve_focus(y.transfer.src, y.transfer.src_buffer, x.src_region, y.transfer.src_offset);
                 resolve_focus(y.transfer.dst, y.transfer.dst_buffer, x.dst_region, y.transfer.dst_offset);
                 out.transfers.push_back(y);
@@ -256,6 +234,36 @@ public:
     }
 
 private:
+    // Heat: what each rank receives in all (the summary's column sums), ranked per server.
+    void rank_heat(const traffic_summary& sum) {
+        const auto r = static_cast<std::size_t>(topo_.ranks());
+        const auto ug = static_cast<std::size_t>(gpus_);
+        heat_.resize(r);
+        const std::size_t last_row = static_cast<std::size_t>(topo_.servers - 1) * r;
+        for (std::size_t j = 0; j < r; ++j) heat_[j] = sum.received_before[last_row + j] + sum.received[last_row + j];
+        heat_rank_.resize(r);
+        for (std::size_t at = 0; at < r; at += ug)
+            descending_ranks(std::span<const std::int64_t>(heat_.data() + at, ug),
+                             std::span<std::uint32_t>(heat_rank_.data() + at, ug));
+    }
+
+    // Each step's scale-up capacity (its scale-out length at B_up / B_out) and, with windowed
+    // timing, the rooms of the ranks whose moves are placed: all, or the focus rank's server's.
+    void reset_rooms(std::span<const std::int64_t> step_bytes) {
+        const double ratio = topo_.scale_up_gbps / topo_.scale_out_gbps;
+        capacity_.assign(steps_, 0);
+        for (std::size_t k = 1; k < steps_ && k < step_bytes.size(); ++k)
+            capacity_[k] = saturate(static_cast<double>(step_bytes[k]) * ratio);
+        if (timing_ != gather_timing::windowed) return;
+        const std::size_t rooms = focus_ < 0 ? static_cast<std::size_t>(topo_.ranks()) : static_cast<std::size_t>(gpus_);
+        room_send_.resize(rooms * steps_);
+        room_recv_.resize(rooms * steps_);
+        for (std::size_t k = 0; k < rooms; ++k) {
+            std::copy(capacity_.begin(), capacity_.end(), room_send_.begin() + static_cast<std::ptrdiff_t>(k * steps_));
+            std::copy(capacity_.begin(), capacity_.end(), room_recv_.begin() + static_cast<std::ptrdiff_t>(k * steps_));
+        }
+    }
+
     // Calls f.template operator()<M>() with the mode of this plan.
     template <class F>
     void with_mode(F&& f) {
@@ -271,16 +279,16 @@ private:
 
     template <emit_mode M>
     void emit_intra_tile() {
-        const auto ug = static_cast<std::size_t>(g_);
+        const auto ug = static_cast<std::size_t>(gpus_);
         const std::size_t stride = tile_stride();
         const std::int32_t first = 1;
-        const std::int32_t last = std::max(1, last_);
+        const std::int32_t last = std::max(1, last_step_);
         for (std::size_t a = 0; a < ug; ++a)
             for (std::size_t b = 0; b < ug; ++b) {
                 const std::int64_t n = tile_[a * stride + b];
                 if (n == 0) continue;
-                const int src = rank(s_, a);
-                const int dst = rank(d_, b);
+                const int src = rank(source_, a);
+                const int dst = rank(destination_, b);
                 const transfer_end from{src, buffer::send, no_region, send_at_[a * ug + b]};
                 const transfer_end to{dst, buffer::recv, no_region, recv_at_[a * ug + b]};
                 const block_key block{src, dst};
@@ -292,12 +300,12 @@ private:
     }
 
     [[nodiscard]] int rank(int server, std::size_t local) const noexcept {
-        return server * g_ + static_cast<int>(local);
+        return server * gpus_ + static_cast<int>(local);
     }
     // Whether `rank`'s moves are placed (and regions kept): every rank, or the focus's server's.
     template <emit_mode M>
     [[nodiscard]] bool local(int rank) const noexcept {
-        if constexpr (M.focus) return rank / g_ == focus_server_;
+        if constexpr (M.focus) return rank / gpus_ == focus_server_;
         else return true;
     }
     // Whether a transfer between src and dst is kept.
@@ -316,109 +324,68 @@ private:
     // to the region in scratch).
     struct transfer_end {
         int rank;
-        buffer buf;
+        fast::buffer buffer;
         std::uint32_t region;
         std::int64_t offset;
     };
 
-    // A scratch region of `rank`, alive from step `first` to step `last`.
-    struct region {
-        std::int64_t size = 0;
-        std::int64_t base = 0;
-        std::int32_t rank = 0;
-        std::int32_t first = 0;
-        std::int32_t last = 0;
+    using region = scratch_region;
+
+    // A slot's last gather or redistribution: the next piece extends it when it moves to or from
+    // the same GPU (`key`) at the offset where this one ended (`end`; the scratch end is
+    // contiguous by construction).
+    struct open_move {
+        std::int32_t step = -1; // its step, or -1: none yet
+        std::size_t key = 0;
+        std::int64_t end = 0;
+        std::size_t record = none; // its record in its step's bucket, if kept
+        block_key block;           // the block of its last piece
+    };
+
+    // The stream being emitted: rail `rail` of the loaded tile, from its carrier (GPU `rail` of
+    // the source server) to its receiver (the same GPU of the destination server).
+    struct stream_ends {
+        std::size_t rail = 0;
+        int origins = 0;  // rank of GPU 0 of the source server
+        int finals = 0;   // rank of GPU 0 of the destination server
+        int carrier = 0;
+        int receiver = 0;
+        bool gathers = false;        // the source server's moves are placed here
+        bool scatters = false;       // the destination server's moves are placed here
+        bool scale_out_kept = false; // the scale-out transfers are kept
+    };
+
+    // One slot of a stream while it is emitted: its regions (created on first use) and the
+    // bytes staged in them so far, and its open transfers, which a contiguous piece extends: its
+    // scale-out, and with windowed timing its last gather and last redistribution. While the
+    // slot is emitted nothing else goes into their steps (gathers go before its step,
+    // redistribution after it, and a carrier sends to one receiver per step), and its gather and
+    // landing regions are its own. (Up front, every slot of a carrier gathers into one region:
+    // gathers there extend whatever their step's last transfer is.)
+    struct slot_state {
+        std::int32_t step = 0;
+        std::uint32_t gather_region = no_region;
+        std::uint32_t landing_region = no_region;
+        std::int64_t gathered = 0;
+        std::int64_t landed = 0;
+        std::size_t scale_out = none; // the slot's scale-out so far, if kept
+        block_key scale_out_block;
+        open_move gather;  // keyed by origin, ending in its send buffer
+        open_move scatter; // keyed by final GPU, ending in its receive buffer
     };
 
     template <emit_mode M>
     void emit_stream(int rail, std::span<const piece> pieces, std::span<const stream_slot> slots) {
-        constexpr bool up_front = M.up_front;
-        const auto ug = static_cast<std::size_t>(g_);
-        const auto ui = static_cast<std::size_t>(rail);
-        const int origins = s_ * g_; // rank of GPU 0 of the source server
-        const int finals = d_ * g_;
-        const int carrier = origins + rail;
-        const int receiver = finals + rail;
-        // The source server's gathers and the destination server's redistribution are placed
-        // where their server's moves are.
-        const bool gathers = local<M>(carrier);
-        const bool scatters = local<M>(receiver);
-        const bool out_kept = kept<M>(carrier, receiver);
+        const stream_ends ends = ends_of<M>(rail);
         const piece* pc = pieces.data();
         const piece* const end = pc + pieces.size();
         std::int64_t used = 0; // bytes of *pc already sent
         for (const stream_slot& slot : slots) {
-            // This slot's regions, created on first use.
-            std::uint32_t g_region = no_region;
-            std::uint32_t l_region = no_region;
-            std::int64_t gathered = 0;
-            std::int64_t landed = 0;
-            if constexpr (up_front) {
-                std::uint32_t& staged = staged_region_[static_cast<std::size_t>(carrier)];
-                if (staged == no_region) staged = new_region<M>(carrier, 0, slot.step);
-                g_region = staged;
-                if (!foreign<M>(g_region)) {
-                    gathered = regions_[g_region].size;
-                    regions_[g_region].last = std::max(regions_[g_region].last, slot.step);
-                }
-            }
-            // One placement decision per origin (gathers) and per final GPU (redistribution) of
-            // the slot, remembered under this slot's stamp.
-            ++stamp_;
-            // The slot's open transfers, which a contiguous piece extends: its scale-out, and with
-            // windowed timing its last gather and last redistribution. While the slot is emitted
-            // nothing else goes into their steps (gathers go before its step, redistribution
-            // after it, and a carrier sends to one receiver per step), and its gather and landing
-            // regions are its own. (Up front, every slot of a carrier gathers into one region:
-            // gathers there extend whatever their step's last transfer is.)
-            std::size_t out_record = none; // the slot's scale-out so far, if kept
-            block_key out_block;
-            open_move gather;  // keyed by origin, ending in its send buffer
-            open_move scatter; // keyed by final GPU, ending in its receive buffer
-            std::int64_t left = slot.bytes;
-            while (left > 0) {
-                if (pc == end) throw invalid_argument("internal: a stream has fewer bytes than its slots");
+            slot_state state = begin_slot<M>(ends, slot.step);
+            for (std::int64_t left = slot.bytes; left > 0;) {
+                FAST_ASSERT(pc != end, "a stream has as many bytes as its slots");
                 const std::int64_t n = std::min(pc->bytes - used, left);
-                const auto a = static_cast<std::size_t>(pc->origin);
-                const auto b = static_cast<std::size_t>(pc->final);
-                const std::int64_t at = pc->offset + used;
-                block_key block;
-                if constexpr (M.split) block = {origins + pc->origin, finals + pc->final};
-                transfer_end from{carrier, buffer::send, no_region, send_at_[a * ug + b] + at};
-                if (a != ui) {
-                    if (gathers) {
-                        const int origin = origins + pc->origin;
-                        if (gather_stamp_[a] != stamp_) decide_gather<M>(a, origin, carrier, slot.step, g_region);
-                        emit_move<M>(gather, a, gather_step_of_[a], {origin, buffer::send, no_region, from.offset},
-                                            {carrier, buffer::scratch, g_region, gathered}, block, n);
-                    } else if (g_region == no_region) {
-                        g_region = next_foreign_++;
-                    }
-                    from = {carrier, buffer::scratch, g_region, gathered};
-                    gathered += n;
-                }
-                transfer_end to{receiver, buffer::recv, no_region, recv_at_[a * ug + b] + at};
-                if (b != ui) {
-                    if (scatters) {
-                        const int final_rank = finals + pc->final;
-                        if (scatter_stamp_[b] != stamp_) decide_scatter<M>(b, receiver, final_rank, slot.step, l_region);
-                        emit_move<M>(scatter, b, scatter_step_of_[b], {receiver, buffer::scratch, l_region, landed},
-                                            {final_rank, buffer::recv, no_region, to.offset}, block, n);
-                    } else if (l_region == no_region) {
-                        l_region = next_foreign_++;
-                    }
-                    to = {receiver, buffer::scratch, l_region, landed};
-                    landed += n;
-                }
-                if (out_kept) {
-                    if (out_record != none && extends<M>(buckets_[static_cast<std::size_t>(slot.step)][out_record], out_block, from, to, block)) {
-                        buckets_[static_cast<std::size_t>(slot.step)][out_record].t.bytes += n;
-                        if constexpr (M.split) last_block_[static_cast<std::size_t>(slot.step)] = block;
-                    } else {
-                        out_record = append<M>(slot.step, n, from, to, block, tier::scale_out);
-                    }
-                    if constexpr (M.split) out_block = block;
-                }
+                emit_slice<M>(ends, *pc, pc->offset + used, n, state);
                 used += n;
                 left -= n;
                 if (used == pc->bytes) {
@@ -426,9 +393,124 @@ private:
                     used = 0;
                 }
             }
-            if (!foreign<M>(g_region) && g_region != no_region) regions_[g_region].size = gathered;
-            if (!foreign<M>(l_region) && l_region != no_region) regions_[l_region].size = landed;
+            end_slot<M>(state);
         }
+    }
+
+    template <emit_mode M>
+    [[nodiscard]] stream_ends ends_of(int rail) const noexcept {
+        stream_ends e;
+        e.rail = static_cast<std::size_t>(rail);
+        e.origins = source_ * gpus_;
+        e.finals = destination_ * gpus_;
+        e.carrier = e.origins + rail;
+        e.receiver = e.finals + rail;
+        // The source server's gathers and the destination server's redistribution are placed
+        // where their server's moves are.
+        e.gathers = local<M>(e.carrier);
+        e.scatters = local<M>(e.receiver);
+        e.scale_out_kept = kept<M>(e.carrier, e.receiver);
+        return e;
+    }
+
+    // A slot's state at its start. Up front, every slot of a carrier gathers into one region.
+    template <emit_mode M>
+    slot_state begin_slot(const stream_ends& e, std::int32_t step) {
+        slot_state state;
+        state.step = step;
+        if constexpr (M.up_front) {
+            std::uint32_t& staged = staged_region_[static_cast<std::size_t>(e.carrier)];
+            if (staged == no_region) staged = new_region<M>(e.carrier, 0, step);
+            state.gather_region = staged;
+            if (!foreign<M>(staged)) {
+                state.gathered = regions_[staged].size;
+                regions_[staged].last = std::max(regions_[staged].last, step);
+            }
+        }
+        // One placement decision per origin (gathers) and per final GPU (redistribution) of
+        // the slot, remembered under this slot's stamp.
+        ++stamp_;
+        return state;
+    }
+
+    // The slot's regions end as large as what it staged in them.
+    template <emit_mode M>
+    void end_slot(const slot_state& state) {
+        if (!foreign<M>(state.gather_region) && state.gather_region != no_region)
+            regions_[state.gather_region].size = state.gathered;
+        if (!foreign<M>(state.landing_region) && state.landing_region != no_region)
+            regions_[state.landing_region].size = state.landed;
+    }
+
+    // `n` bytes of piece p from offset `at` of its block: a gather unless the carrier is the
+    // origin, the scale-out transfer, a redistribution unless the receiver is the final GPU.
+    template <emit_mode M>
+    void emit_slice(const stream_ends& e, const piece& p, std::int64_t at, std::int64_t n, slot_state& state) {
+        const auto block_at = static_cast<std::size_t>(p.origin) * static_cast<std::size_t>(gpus_) +
+                              static_cast<std::size_t>(p.final);
+        block_key block;
+        if constexpr (M.split) block = {e.origins + p.origin, e.finals + p.final};
+        const transfer_end sent{e.carrier, buffer::send, no_region, send_at_[block_at] + at};
+        const transfer_end from = static_cast<std::size_t>(p.origin) == e.rail ? sent : gather_slice<M>(e, p, sent, block, n, state);
+        const transfer_end received{e.receiver, buffer::recv, no_region, recv_at_[block_at] + at};
+        const transfer_end to =
+            static_cast<std::size_t>(p.final) == e.rail ? received : land_slice<M>(e, p, received, block, n, state);
+        if (e.scale_out_kept) send_slice<M>(from, to, block, n, state);
+    }
+
+    // A slice's gather from its origin's send buffer (`sent` at the origin's offset) into the
+    // slot's gather region at the carrier, placed where the source server's moves are; returns
+    // the scale-out's source end there.
+    template <emit_mode M>
+    transfer_end gather_slice(const stream_ends& e, const piece& p, const transfer_end& sent, const block_key& block,
+                              std::int64_t n, slot_state& state) {
+        const auto a = static_cast<std::size_t>(p.origin);
+        if (e.gathers) {
+            const int origin = e.origins + p.origin;
+            if (gather_stamp_[a] != stamp_) state.gather_region = decide_gather<M>(a, origin, e.carrier, state.step, state.gather_region);
+            emit_move<M>(state.gather, a, gather_step_of_[a], {origin, buffer::send, no_region, sent.offset},
+                         {e.carrier, buffer::scratch, state.gather_region, state.gathered}, block, n);
+        } else if (state.gather_region == no_region) {
+            state.gather_region = next_foreign_++;
+        }
+        const transfer_end from{e.carrier, buffer::scratch, state.gather_region, state.gathered};
+        state.gathered += n;
+        return from;
+    }
+
+    // A slice's redistribution from the slot's landing region at the receiver into the final
+    // GPU's receive buffer (`received` at its offset), placed where the destination server's
+    // moves are; returns the scale-out's destination end there.
+    template <emit_mode M>
+    transfer_end land_slice(const stream_ends& e, const piece& p, const transfer_end& received, const block_key& block,
+                            std::int64_t n, slot_state& state) {
+        const auto b = static_cast<std::size_t>(p.final);
+        if (e.scatters) {
+            const int final_rank = e.finals + p.final;
+            if (scatter_stamp_[b] != stamp_)
+                state.landing_region = decide_scatter<M>(b, e.receiver, final_rank, state.step, state.landing_region);
+            emit_move<M>(state.scatter, b, scatter_step_of_[b], {e.receiver, buffer::scratch, state.landing_region, state.landed},
+                         {final_rank, buffer::recv, no_region, received.offset}, block, n);
+        } else if (state.landing_region == no_region) {
+            state.landing_region = next_foreign_++;
+        }
+        const transfer_end to{e.receiver, buffer::scratch, state.landing_region, state.landed};
+        state.landed += n;
+        return to;
+    }
+
+    // The slice's scale-out transfer: it extends the slot's scale-out so far where contiguous.
+    template <emit_mode M>
+    void send_slice(const transfer_end& from, const transfer_end& to, const block_key& block, std::int64_t n,
+                    slot_state& state) {
+        const auto k = static_cast<std::size_t>(state.step);
+        if (state.scale_out != none && extends<M>(buckets_[k][state.scale_out], state.scale_out_block, from, to, block)) {
+            buckets_[k][state.scale_out].transfer.bytes += n;
+            if constexpr (M.split) last_block_[k] = block;
+        } else {
+            state.scale_out = append<M>(state.step, n, from, to, block, tier::scale_out);
+        }
+        if constexpr (M.split) state.scale_out_block = block;
     }
 
     // Whether a transfer from `from` to `to` continues record x (same regions, contiguous at
@@ -438,9 +520,9 @@ private:
                                       const transfer_end& to, const block_key& block) noexcept {
         bool same_block = true;
         if constexpr (M.split) same_block = last == block;
-        return x.t.src_buffer == from.buf && x.t.dst_buffer == to.buf && x.src_region == from.region &&
-               x.dst_region == to.region && x.t.src_offset + x.t.bytes == from.offset &&
-               x.t.dst_offset + x.t.bytes == to.offset && same_block;
+        return x.transfer.src_buffer == from.buffer && x.transfer.dst_buffer == to.buffer && x.src_region == from.region &&
+               x.dst_region == to.region && x.transfer.src_offset + x.transfer.bytes == from.offset &&
+               x.transfer.dst_offset + x.transfer.bytes == to.offset && same_block;
     }
 
     template <emit_mode M>
@@ -453,69 +535,14 @@ private:
 
     // Resolves one end of a kept transfer in the focus rank's program: its own scratch offsets
     // get their region's base, another rank's read 0.
-    void resolve_focus(int end_rank, buffer buf, std::uint32_t region_id, std::int64_t& offset) const noexcept {
-        if (buf != buffer::scratch) return;
+    void resolve_focus(int end_rank, buffer in, std::uint32_t region_id, std::int64_t& offset) const noexcept {
+        if (in != buffer::scratch) return;
         offset = end_rank == focus_ ? offset + regions_[region_id].base : 0;
-    }
-
-    // Gives every region a base: per rank, in order of first step (longer-lived and larger
-    // first), at the lowest offset free of every region whose lifetime overlaps its own.
-    void layout_regions(std::size_t ranks) {
-        by_rank_.assign(ranks + 1, 0);
-        for (std::size_t k = 1; k < regions_.size(); ++k) ++by_rank_[static_cast<std::size_t>(regions_[k].rank) + 1];
-        for (std::size_t k = 0; k < ranks; ++k) by_rank_[k + 1] += by_rank_[k];
-        order_.resize(regions_.size() - 1);
-        fill_.assign(by_rank_.begin(), by_rank_.end() - 1);
-        for (std::uint32_t k = 1; k < regions_.size(); ++k) order_[fill_[static_cast<std::size_t>(regions_[k].rank)]++] = k;
-        for (std::size_t k = 0; k < ranks; ++k)
-            place_regions(order_.begin() + static_cast<std::ptrdiff_t>(by_rank_[k]),
-                          order_.begin() + static_cast<std::ptrdiff_t>(by_rank_[k + 1]));
-    }
-
-    // The same for the focus rank's regions alone (order_ holds them afterwards).
-    void layout_focus_regions() {
-        order_.clear();
-        for (std::uint32_t k = 1; k < regions_.size(); ++k)
-            if (regions_[k].rank == focus_) order_.push_back(k);
-        place_regions(order_.begin(), order_.end());
-    }
-
-    // Lays out one rank's regions [first, last) of order_ (see layout_regions).
-    void place_regions(std::vector<std::uint32_t>::iterator first, std::vector<std::uint32_t>::iterator last) {
-        std::sort(first, last, [&](std::uint32_t x, std::uint32_t y) {
-            const region& a = regions_[x];
-            const region& b = regions_[y];
-            if (a.first != b.first) return a.first < b.first;
-            if (a.last != b.last) return a.last > b.last;
-            if (a.size != b.size) return a.size > b.size;
-            return x < y;
-        });
-        active_.clear(); // placed regions that may still overlap, by base
-        for (auto it = first; it != last; ++it) {
-            region& x = regions_[*it];
-            // Regions that ended before this one starts no longer constrain it.
-            active_.erase(std::remove_if(active_.begin(), active_.end(),
-                                         [&](std::uint32_t y) { return regions_[y].last < x.first; }),
-                          active_.end());
-            std::int64_t base = 0;
-            for (const std::uint32_t y : active_) { // sorted by base
-                const region& z = regions_[y];
-                if (z.size == 0) continue;
-                if (base + x.size <= z.base) break;
-                base = std::max(base, z.base + z.size);
-            }
-            x.base = base;
-            active_.insert(std::upper_bound(active_.begin(), active_.end(), *it,
-                                            [&](std::uint32_t y, std::uint32_t z) {
-                                                return regions_[y].base < regions_[z].base;
-                                            }),
-                           *it);
-        }
     }
 
     // Row of `rank`'s rooms: every rank's, or the focus server's GPUs'.
     [[nodiscard]] std::size_t room_row(int rank) const noexcept {
-        return static_cast<std::size_t>(focus_ < 0 ? rank : rank - focus_server_ * g_) * steps_;
+        return static_cast<std::size_t>(focus_ < 0 ? rank : rank - focus_server_ * gpus_) * steps_;
     }
 
     // The step in [first, last] with the most scale-up room left (under that step's scale-out)
@@ -541,39 +568,30 @@ private:
     // before the slot's, the roomiest), its region created on first use. Out of line: once per
     // origin and slot, and the emission loop stays small.
     template <emit_mode M>
-    __attribute__((noinline)) void decide_gather(std::size_t a, int origin, int carrier, std::int32_t slot_step,
-                                                 std::uint32_t& g_region) {
+    [[nodiscard]] __attribute__((noinline)) std::uint32_t decide_gather(std::size_t a, int origin, int carrier,
+                                                                      std::int32_t slot_step, std::uint32_t region) {
         gather_stamp_[a] = stamp_;
         std::int32_t step = 0;
         if constexpr (!M.up_front) step = roomiest<true>(origin, carrier, std::max(0, slot_step - window_), slot_step - 1);
         gather_step_of_[a] = step;
-        if (g_region == no_region) g_region = new_region<M>(carrier, step, slot_step);
-        regions_[g_region].first = std::min(regions_[g_region].first, step);
+        if (region == no_region) region = new_region<M>(carrier, step, slot_step);
+        regions_[region].first = std::min(regions_[region].first, step);
+        return region;
     }
 
     // Likewise the step of the redistribution to final GPU `b` (one of the `window` steps after).
     template <emit_mode M>
-    __attribute__((noinline)) void decide_scatter(std::size_t b, int receiver, int final_rank, std::int32_t slot_step,
-                                                  std::uint32_t& l_region) {
+    [[nodiscard]] __attribute__((noinline)) std::uint32_t decide_scatter(std::size_t b, int receiver, int final_rank,
+                                                                       std::int32_t slot_step, std::uint32_t region) {
         scatter_stamp_[b] = stamp_;
         std::int32_t step = slot_step + 1;
         if constexpr (!M.up_front)
-            step = roomiest<false>(receiver, final_rank, slot_step + 1, std::min(slot_step + window_, last_ + 1));
+            step = roomiest<false>(receiver, final_rank, slot_step + 1, std::min(slot_step + window_, last_step_ + 1));
         scatter_step_of_[b] = step;
-        if (l_region == no_region) l_region = new_region<M>(receiver, slot_step, step);
-        regions_[l_region].last = std::max(regions_[l_region].last, step);
+        if (region == no_region) region = new_region<M>(receiver, slot_step, step);
+        regions_[region].last = std::max(regions_[region].last, step);
+        return region;
     }
-
-    // A slot's last gather or redistribution: the next piece extends it when it moves to or from
-    // the same GPU (`key`) at the offset where this one ended (`end`; the scratch end is
-    // contiguous by construction).
-    struct open_move {
-        std::int32_t step = -1; // its step, or -1: none yet
-        std::size_t key = 0;
-        std::int64_t end = 0;
-        std::size_t record = none; // its record in its step's bucket, if kept
-        block_key block;           // the block of its last piece
-    };
 
     // A gather or redistribution of a stream's piece (see emit_stream's open transfers); the
     // offset `tracked` (at the key's end) is the one in the end outside scratch.
@@ -584,12 +602,12 @@ private:
             emit_up<M, false>(step, from, to, block, n);
         } else {
             count_up(step, from.rank, to.rank, n);
-            const std::int64_t tracked = from.buf == buffer::scratch ? to.offset : from.offset;
+            const std::int64_t tracked = from.buffer == buffer::scratch ? to.offset : from.offset;
             bool same_block = true;
             if constexpr (M.split) same_block = open.block == block;
             if (open.step == step && open.key == key && open.end == tracked && same_block) {
                 if (open.record != none) {
-                    buckets_[static_cast<std::size_t>(step)][open.record].t.bytes += n;
+                    buckets_[static_cast<std::size_t>(step)][open.record].transfer.bytes += n;
                     if constexpr (M.split) last_block_[static_cast<std::size_t>(step)] = block;
                 }
             } else {
@@ -619,9 +637,9 @@ private:
             record& x = buckets_[static_cast<std::size_t>(step)][last];
             block_key last_block;
             if constexpr (M.split) last_block = last_block_[static_cast<std::size_t>(step)];
-            if (x.t.src == from.rank && x.t.dst == to.rank && x.t.tier == tier::scale_up &&
+            if (x.transfer.src == from.rank && x.transfer.dst == to.rank && x.transfer.tier == tier::scale_up &&
                 extends<M>(x, last_block, from, to, block)) {
-                x.t.bytes += bytes;
+                x.transfer.bytes += bytes;
                 if constexpr (M.split) last_block_[static_cast<std::size_t>(step)] = block;
                 return;
             }
@@ -645,7 +663,7 @@ private:
         const auto k = static_cast<std::size_t>(step);
         if (!kept<M>(from.rank, to.rank)) return last_kept_[k] = none;
         std::vector<record>& b = buckets_[k];
-        b.push_back(record{transfer{bytes, from.offset, to.offset, from.rank, to.rank, t, from.buf, to.buf},
+        b.push_back(record{fast::transfer{bytes, from.offset, to.offset, from.rank, to.rank, t, from.buffer, to.buffer},
                            from.region, to.region});
         if constexpr (M.focus) last_kept_[k] = b.size() - 1;
         if constexpr (M.split) last_block_[k] = block;
@@ -654,12 +672,12 @@ private:
 
     const traffic_summary* sum_ = nullptr;
     topology topo_;
-    int g_ = 1;
-    int s_ = 0;
-    int d_ = 0;
+    int gpus_ = 1;
+    int source_ = 0;
+    int destination_ = 0;
     gather_timing timing_ = gather_timing::windowed;
     int window_ = 1;
-    std::int32_t last_ = 0;
+    std::int32_t last_step_ = 0;
     int focus_ = -1;
     int focus_server_ = -1;
     bool split_blocks_ = false;
@@ -685,10 +703,7 @@ private:
     std::vector<region> regions_;
     std::uint32_t next_foreign_ = foreign_region;
     std::vector<std::uint32_t> staged_region_; // per rank: its up-front region, or no_region
-    std::vector<std::size_t> by_rank_;
-    std::vector<std::size_t> fill_;
-    std::vector<std::uint32_t> order_;
-    std::vector<std::uint32_t> active_;
+    scratch_layout scratch_;
 };
 
 } // namespace fast::detail

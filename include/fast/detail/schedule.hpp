@@ -1,0 +1,139 @@
+#pragma once
+// Stage schedules: which server sends how many bytes to which server, on which rail, in which
+// scale-out step. Rails (GPU i of every server) are independent one-to-one fabrics, so each
+// rail has its own sequence of slots; in a slot, every server sends to at most one server and
+// receives from at most one (a permutation). Packing (packing.hpp) builds a schedule, shaping
+// (shaping.hpp) orders and splits its steps, rail assignment (rail_assignment.hpp) chooses which
+// rail carries which slot, and emission (emission.hpp) walks each (pair, rail) stream over its
+// slots (stream_slots).
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <span>
+#include <vector>
+
+namespace fast::detail {
+
+struct stage_schedule {
+    int servers = 0;
+    int rails = 0;
+    std::int32_t last_step = 0; ///< the last scale-out step (steps are 1-based)
+    std::vector<std::int32_t> perms; ///< permutations, `servers` entries each
+    struct slot {
+        std::int32_t rail = 0;
+        std::int32_t step = 0;
+        std::size_t perm = 0;  ///< index of the permutation
+        std::size_t bytes = 0; ///< index of the slot's bytes (servers entries)
+    };
+    std::vector<slot> slots;
+    std::vector<std::int64_t> bytes; ///< per slot and server: bytes it sends in the slot
+
+    void clear(int s, int g) {
+        servers = s;
+        rails = g;
+        last_step = 0;
+        perms.clear();
+        slots.clear();
+        bytes.clear();
+    }
+    [[nodiscard]] std::span<const std::int32_t> perm_of(const slot& x) const noexcept {
+        return {perms.data() + x.perm * static_cast<std::size_t>(servers), static_cast<std::size_t>(servers)};
+    }
+    [[nodiscard]] std::span<const std::int64_t> bytes_of(const slot& x) const noexcept {
+        return {bytes.data() + x.bytes * static_cast<std::size_t>(servers), static_cast<std::size_t>(servers)};
+    }
+    [[nodiscard]] std::span<std::int64_t> bytes_of(const slot& x) noexcept {
+        return {bytes.data() + x.bytes * static_cast<std::size_t>(servers), static_cast<std::size_t>(servers)};
+    }
+    /// The slot's duration in bytes: its busiest sender's bytes.
+    [[nodiscard]] std::int64_t longest(const slot& x) const noexcept {
+        std::int64_t n = 0;
+        for (const std::int64_t b : bytes_of(x)) n = std::max(n, b);
+        return n;
+    }
+    std::size_t add_perm(std::span<const std::int32_t> p) {
+        perms.insert(perms.end(), p.begin(), p.end());
+        return perms.size() / static_cast<std::size_t>(servers) - 1;
+    }
+    std::size_t add_bytes() {
+        bytes.resize(bytes.size() + static_cast<std::size_t>(servers), 0);
+        return bytes.size() / static_cast<std::size_t>(servers) - 1;
+    }
+};
+
+/// Groups the slots by step, keeping their order within a step (a counting sort): the slots of
+/// step k are members[begin[k], begin[k + 1]).
+inline void slots_by_step(const stage_schedule& sc, std::vector<std::size_t>& begin,
+                          std::vector<std::size_t>& members) {
+    std::int32_t top = 0;
+    for (const auto& x : sc.slots) top = std::max(top, x.step);
+    begin.assign(static_cast<std::size_t>(top) + 2, 0);
+    for (const auto& x : sc.slots) ++begin[static_cast<std::size_t>(x.step) + 1];
+    std::partial_sum(begin.begin(), begin.end(), begin.begin());
+    members.resize(sc.slots.size());
+    for (std::size_t j = 0; j < sc.slots.size(); ++j) members[begin[static_cast<std::size_t>(sc.slots[j].step)]++] = j;
+    for (std::size_t k = begin.size() - 1; k > 0; --k) begin[k] = begin[k - 1]; // back to the starts
+    begin[0] = 0;
+}
+
+/// One slot's share of a (pair, rail) stream: `bytes` leave in scale-out step `step`.
+struct stream_slot {
+    std::int32_t step = 0;
+    std::int64_t bytes = 0;
+};
+
+/// Per (server pair, rail), the slots that carry it, in step order (CSR, key (s * S + d) * G + i).
+class stream_slots {
+public:
+    void build(const stage_schedule& sc) {
+        const auto s = static_cast<std::size_t>(sc.servers);
+        const auto g = static_cast<std::size_t>(sc.rails);
+        offsets_.assign(s * s * g + 1, 0);
+        slots_by_step(sc, by_step_, order_);
+        auto key = [&](std::size_t src, std::int32_t dst, std::int32_t rail) {
+            return (src * s + static_cast<std::size_t>(dst)) * g + static_cast<std::size_t>(rail);
+        };
+        for (const auto& x : sc.slots) {
+            const auto perm = sc.perm_of(x);
+            const auto bytes = sc.bytes_of(x);
+            for (std::size_t src = 0; src < s; ++src)
+                if (bytes[src] > 0) ++offsets_[key(src, perm[src], x.rail) + 1];
+        }
+        std::partial_sum(offsets_.begin(), offsets_.end(), offsets_.begin());
+        entries_.resize(offsets_.back());
+        fill_.assign(offsets_.begin(), offsets_.end() - 1);
+        for (const std::size_t k : order_) {
+            const auto& x = sc.slots[k];
+            const auto perm = sc.perm_of(x);
+            const auto bytes = sc.bytes_of(x);
+            for (std::size_t src = 0; src < s; ++src)
+                if (bytes[src] > 0) entries_[fill_[key(src, perm[src], x.rail)]++] = stream_slot{x.step, bytes[src]};
+        }
+    }
+    [[nodiscard]] std::span<const stream_slot> of(std::size_t key) const noexcept {
+        return {entries_.data() + offsets_[key], offsets_[key + 1] - offsets_[key]};
+    }
+    /// Total bytes of the (pair, rail) stream `key`.
+    [[nodiscard]] std::int64_t bytes(std::size_t key) const noexcept {
+        std::int64_t n = 0;
+        for (const stream_slot& x : of(key)) n += x.bytes;
+        return n;
+    }
+
+private:
+    std::vector<std::size_t> offsets_;
+    std::vector<stream_slot> entries_;
+    std::vector<std::size_t> fill_;
+    std::vector<std::size_t> by_step_;
+    std::vector<std::size_t> order_;
+};
+
+/// The longest slot of each step, in bytes (index 0 unused).
+inline void step_lengths(const stage_schedule& sc, std::vector<std::int64_t>& length) {
+    length.assign(static_cast<std::size_t>(sc.last_step) + 1, 0);
+    for (const auto& x : sc.slots)
+        length[static_cast<std::size_t>(x.step)] = std::max(length[static_cast<std::size_t>(x.step)], sc.longest(x));
+}
+
+} // namespace fast::detail
