@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "detail/tuning.hpp"
 #include "error.hpp"
@@ -142,7 +143,11 @@ inline constexpr double max_option_factor = 1e6;
 // Throws fast::invalid_argument "NAME must be RULE, got VALUE" unless `ok`.
 template <class Value>
 void require_option(bool ok, std::string_view name, std::string_view rule, Value value) {
-    if (!ok) throw invalid_argument(std::string(name) + " must be " + std::string(rule) + ", got " + std::to_string(value));
+    if (ok) return;
+    std::string text;
+    if constexpr (std::is_floating_point_v<Value>) text = format_number(static_cast<double>(value));
+    else text = std::to_string(value);
+    throw invalid_argument(std::string(name) + " must be " + std::string(rule) + ", got " + text);
 }
 } // namespace detail
 
@@ -159,14 +164,14 @@ inline void validate(const plan_options& o) {
     require_option(o.quantum_choices >= 1 && o.quantum_choices <= detail::max_quantum_choices, "quantum_choices",
                    "between 1 and " + std::to_string(detail::max_quantum_choices), o.quantum_choices);
     require_option(o.quantum >= 0, "quantum", "non-negative", o.quantum);
-    require_option(o.ramp >= 0 && o.ramp <= most, "ramp", "non-negative", o.ramp);
-    require_option(o.quantum_fraction > 0 && o.quantum_fraction <= most, "quantum_fraction", "positive",
+    require_option(o.ramp >= 0 && o.ramp <= most, "ramp", "in [0, 1e+06]", o.ramp);
+    require_option(o.quantum_fraction > 0 && o.quantum_fraction <= most, "quantum_fraction", "in (0, 1e+06]",
                    o.quantum_fraction);
-    require_option(o.long_call_ramp_scale > 0 && o.long_call_ramp_scale <= most, "long_call_ramp_scale", "positive",
+    require_option(o.long_call_ramp_scale > 0 && o.long_call_ramp_scale <= most, "long_call_ramp_scale", "in (0, 1e+06]",
                    o.long_call_ramp_scale);
-    require_option(o.min_step_alphas >= 0 && o.min_step_alphas <= most, "min_step_alphas", "non-negative",
+    require_option(o.min_step_alphas >= 0 && o.min_step_alphas <= most, "min_step_alphas", "in [0, 1e+06]",
                    o.min_step_alphas);
-    require_option(o.max_step_share > 0 && o.max_step_share <= most, "max_step_share", "positive", o.max_step_share);
+    require_option(o.max_step_share > 0 && o.max_step_share <= most, "max_step_share", "in (0, 1e+06]", o.max_step_share);
     require_option(o.window >= 1 && o.window <= detail::tuning::max_window, "window",
                    "between 1 and " + std::to_string(detail::tuning::max_window), o.window);
 }

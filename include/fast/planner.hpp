@@ -74,6 +74,7 @@ public:
     /// until the next call.
     const plan& make(const traffic_matrix& m) {
         focus_ = -1;
+        last_scheduler_ = options_.scheduler; // automatic: make_fast says which it chose
         switch (options_.scheduler) {
         case scheduler::direct:
             validate_traffic(m, topo_);

@@ -174,6 +174,19 @@ TEST_CASE("a planner reused across calls gives the same plans as fresh ones") {
     }
 }
 
+TEST_CASE("last_scheduler names the scheduler the last plan used") {
+    const topology t = make_topology(3, 2);
+    const traffic_matrix m = make_zipf(t, 0.8, 1 << 20, 1);
+    for (scheduler s : {scheduler::fast, scheduler::direct, scheduler::spreadout, scheduler::fast_unbalanced}) {
+        INFO(to_string(s));
+        planner p(t, with(s));
+        test::check_plan(p.make(m), m);
+        CHECK(p.last_scheduler() == s);
+        (void)p.make_rank(m, 1);
+        CHECK(p.last_scheduler() == s);
+    }
+}
+
 TEST_CASE("the default plan predicts no worse than direct, from 4 KiB to 1 GiB per GPU") {
     int fast_chosen = 0;
     int cases = 0;
