@@ -95,7 +95,8 @@ std::vector<test_case> make_cases(const options& o) {
             const std::int64_t block = fast_tools::parse_bytes(b, "--block");
             if (block < 1) throw fast::invalid_argument("--block must be at least 1 byte, got " + b);
             const fast::workload_spec spec = fast::parse_workload(w);
-            if (spec.kind == fast::workload_kind::file) throw fast::invalid_argument("-W " + w + ": use a generator (uniform, zipf, moe)");
+            if (spec.kind == fast::workload_kind::file)
+                throw fast::invalid_argument("-W " + w + ": use a generator (uniform, zipf, moe)");
             out.push_back({w, block, fast::make_workload(spec, topo, block * o.ranks, o.seed)});
         }
     return out;
@@ -130,19 +131,27 @@ void tables_of(const fast::traffic_matrix& m, int me, block_table& send, block_t
     for (int j = 0; j < r; ++j) {
         send.displs.push_back(static_cast<std::uint64_t>(l.send_displ(me, j)));
         send.counts.push_back(static_cast<std::uint64_t>(m(me, j)));
-        send.ids.push_back(static_cast<std::uint64_t>(me) * static_cast<std::uint64_t>(r) + static_cast<std::uint64_t>(j));
+        send.ids.push_back(static_cast<std::uint64_t>(me) * static_cast<std::uint64_t>(r) +
+                           static_cast<std::uint64_t>(j));
         recv.displs.push_back(static_cast<std::uint64_t>(l.recv_displ(j, me)));
         recv.counts.push_back(static_cast<std::uint64_t>(m(j, me)));
-        recv.ids.push_back(static_cast<std::uint64_t>(j) * static_cast<std::uint64_t>(r) + static_cast<std::uint64_t>(me));
+        recv.ids.push_back(static_cast<std::uint64_t>(j) * static_cast<std::uint64_t>(r) +
+                           static_cast<std::uint64_t>(me));
     }
 }
 
 /// Where a rank's results lie in its row of the arena.
 struct value_index {
     std::size_t cases, setups, runs;
-    [[nodiscard]] std::size_t time(std::size_t c, std::size_t s, std::size_t run) const { return (c * setups + s) * runs + run; }
-    [[nodiscard]] std::size_t wrong(std::size_t c, std::size_t s) const { return cases * setups * runs + c * setups + s; }
-    [[nodiscard]] std::size_t steps(std::size_t c, std::size_t s) const { return cases * setups * (runs + 1) + c * setups + s; }
+    [[nodiscard]] std::size_t time(std::size_t c, std::size_t s, std::size_t run) const {
+        return (c * setups + s) * runs + run;
+    }
+    [[nodiscard]] std::size_t wrong(std::size_t c, std::size_t s) const {
+        return cases * setups * runs + c * setups + s;
+    }
+    [[nodiscard]] std::size_t steps(std::size_t c, std::size_t s) const {
+        return cases * setups * (runs + 1) + c * setups + s;
+    }
     [[nodiscard]] std::size_t count() const { return cases * setups * (runs + 2); }
 };
 
@@ -157,7 +166,8 @@ std::vector<std::unique_ptr<fast::exec::communicator>> make_communicators(const 
         cfg.memory = o.memory == "cuda" ? fast::exec::memory::cuda : fast::exec::memory::host;
         cfg.timeout = timeout_of(o);
         auto comm = std::make_unique<fast::exec::communicator>();
-        if (const fast::exec::status st = fast::exec::create(arena.bootstrap(me, timeout_of(o)), cfg, *comm); !st.ok()) {
+        if (const fast::exec::status st = fast::exec::create(arena.bootstrap(me, timeout_of(o)), cfg, *comm);
+            !st.ok()) {
             error = "creating the " + std::string(to_string(s.scheduler)) + "/" + std::string(to_string(s.flow)) +
                     " communicator: " + st.message();
             return {};
@@ -184,8 +194,9 @@ std::string timed_call(perf_arena& arena, int me, const options& o, fast::exec::
     return {};
 }
 
-std::string rank_calls(const options& o, const std::vector<test_case>& cases, perf_arena& arena, int me, perf_memory& mem,
-                       std::vector<std::unique_ptr<fast::exec::communicator>>& comms, void* send, void* recv) {
+std::string rank_calls(const options& o, const std::vector<test_case>& cases, perf_arena& arena, int me,
+                       perf_memory& mem, std::vector<std::unique_ptr<fast::exec::communicator>>& comms, void* send,
+                       void* recv) {
     const std::size_t runs = static_cast<std::size_t>(o.warmup + o.iters);
     const value_index at{cases.size(), comms.size(), runs};
     double* values = arena.values(me);
@@ -196,8 +207,8 @@ std::string rank_calls(const options& o, const std::vector<test_case>& cases, pe
         for (std::size_t run = 0; run < runs; ++run) // every setup's call k before any's call k + 1
             for (std::size_t s = 0; s < comms.size(); ++s) {
                 key = static_cast<std::uint8_t>(key + 0x5b); // odd step: every key differs from the last
-                if (std::string e = timed_call(arena, me, o, *comms[s], mem, send, recv, st, rt, key, values[at.time(c, s, run)],
-                                               values[at.wrong(c, s)]);
+                if (std::string e = timed_call(arena, me, o, *comms[s], mem, send, recv, st, rt, key,
+                                               values[at.time(c, s, run)], values[at.wrong(c, s)]);
                     !e.empty())
                     return e;
                 values[at.steps(c, s)] = static_cast<double>(comms[s]->stats().last_plan_steps);
@@ -243,7 +254,8 @@ std::string run_children(const options& o, int argc, char** argv, int count, per
         std::vector<char*> cargs;
         for (auto& a : args) cargs.push_back(a.data());
         cargs.push_back(nullptr);
-        if (const int e = posix_spawn(&running[static_cast<std::size_t>(k)], "/proc/self/exe", nullptr, nullptr, cargs.data(), environ);
+        if (const int e = posix_spawn(&running[static_cast<std::size_t>(k)], "/proc/self/exe", nullptr, nullptr,
+                                      cargs.data(), environ);
             e != 0) {
             running[static_cast<std::size_t>(k)] = 0;
             error = "cannot start process " + std::to_string(k) + ": " + std::strerror(e);
@@ -261,7 +273,8 @@ std::string run_children(const options& o, int argc, char** argv, int count, per
             if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
                 if (error.empty()) stop_at = std::min(stop_at, clock_type::now() + std::chrono::seconds(10));
                 error += (error.empty() ? "" : "; ") + std::string("process ") + std::to_string(k) +
-                         (WIFEXITED(st) ? " exited " + std::to_string(WEXITSTATUS(st)) : " was killed by signal " + std::to_string(WTERMSIG(st)));
+                         (WIFEXITED(st) ? " exited " + std::to_string(WEXITSTATUS(st))
+                                        : " was killed by signal " + std::to_string(WTERMSIG(st)));
                 arena.stop();
             }
             continue;
@@ -270,7 +283,8 @@ std::string run_children(const options& o, int argc, char** argv, int count, per
             for (const pid_t p : running)
                 if (p > 0) kill(p, SIGKILL);
             killed = true;
-            error += (error.empty() ? "" : "; ") + std::string("the processes still running were killed (--limit or 10 s after a failure)");
+            error += (error.empty() ? "" : "; ") +
+                     std::string("the processes still running were killed (--limit or 10 s after a failure)");
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
@@ -294,7 +308,8 @@ std::string run_threads(const options& o, const std::vector<test_case>& cases, p
             if (!done[static_cast<std::size_t>(k)]) busy.append(" ").append(std::to_string(k));
         if (busy.empty()) break;
         if (clock_type::now() > stop_at) {
-            std::fprintf(stderr, "alltoallv_device_perf: the threads run took over %.0f s; ranks still busy:%s\n", o.limit_s, busy.c_str());
+            std::fprintf(stderr, "alltoallv_device_perf: the threads run took over %.0f s; ranks still busy:%s\n",
+                         o.limit_s, busy.c_str());
             std::fflush(nullptr);
             std::_Exit(1);
         }
@@ -333,13 +348,14 @@ struct plan_info {
 
 plan_info plan_of(const test_case& c, const options& o, fast::exec::scheduler s) {
     const fast::exec::config defaults; // the executor's planner fabric
-    const fast::topology topo{o.ranks / o.gpus_per_server, o.gpus_per_server, defaults.scale_up_gbps, defaults.scale_out_gbps,
-                              defaults.alpha_up_us, defaults.alpha_out_us};
+    const fast::topology topo{o.ranks / o.gpus_per_server, o.gpus_per_server,    defaults.scale_up_gbps,
+                              defaults.scale_out_gbps,     defaults.alpha_up_us, defaults.alpha_out_us};
     fast::plan_options po;
     po.scheduler = s == fast::exec::scheduler::direct ? fast::scheduler::direct : fast::scheduler::fast;
     const fast::plan p = fast::make_plan(c.m, topo, po);
     if (const auto v = fast::verify(p, c.m); !v.ok())
-        throw std::runtime_error("the " + std::string(to_string(s)) + " plan of " + c.workload + " does not verify: " + v.message());
+        throw std::runtime_error("the " + std::string(to_string(s)) + " plan of " + c.workload +
+                                 " does not verify: " + v.message());
     // The executor counts steps as the schedule numbers them (every rank alike): a rank's program.
     fast::planner planner(topo, po);
     plan_info out{planner.make_rank(c.m, 0).steps, 0};
@@ -349,9 +365,10 @@ plan_info plan_of(const test_case& c, const options& o, fast::exec::scheduler s)
 }
 
 struct row {
-    row(std::string kind_, std::string mode_, std::string workload_, std::string scheduler_ = "-", std::string flow_ = "-")
-        : kind(std::move(kind_)), mode(std::move(mode_)), workload(std::move(workload_)), scheduler(std::move(scheduler_)),
-          flow(std::move(flow_)) {}
+    row(std::string kind_, std::string mode_, std::string workload_, std::string scheduler_ = "-",
+        std::string flow_ = "-")
+        : kind(std::move(kind_)), mode(std::move(mode_)), workload(std::move(workload_)),
+          scheduler(std::move(scheduler_)), flow(std::move(flow_)) {}
     std::string kind, mode, workload, scheduler, flow, protocol;
     std::int64_t block = 0;
     int ranks = 0;
@@ -411,7 +428,8 @@ std::vector<std::uint64_t> distinct_blocks(const std::vector<test_case>& cases) 
 }
 
 /// The plain UCX peak (two processes) per block size, and the protocols UCX chose.
-std::string pair_peaks(const options& o, int argc, char** argv, const std::vector<test_case>& cases, std::vector<row>& out) {
+std::string pair_peaks(const options& o, int argc, char** argv, const std::vector<test_case>& cases,
+                       std::vector<row>& out) {
     pair_options po;
     po.sizes = distinct_blocks(cases);
     po.messages = std::max(1, o.ranks - 1);
@@ -453,8 +471,8 @@ std::string pair_peaks(const options& o, int argc, char** argv, const std::vecto
 }
 
 /// One mode's rows (processes or threads): every case and setup.
-std::string run_mode(const options& o, int argc, char** argv, const std::string& mode, const std::vector<test_case>& cases,
-                     std::vector<row>& out) {
+std::string run_mode(const options& o, int argc, char** argv, const std::string& mode,
+                     const std::vector<test_case>& cases, std::vector<row>& out) {
     const std::vector<setup> setups = make_setups(o);
     const std::size_t runs = static_cast<std::size_t>(o.warmup + o.iters);
     const value_index at{cases.size(), setups.size(), runs};
@@ -474,7 +492,8 @@ std::string run_mode(const options& o, int argc, char** argv, const std::string&
     std::string mismatch; // the rows stay: they are measured; their bytes through UCX may not be the executor's
     for (std::size_t c = 0; c < cases.size(); ++c)
         for (std::size_t s = 0; s < setups.size(); ++s) {
-            row w{"alltoallv", mode, cases[c].workload, std::string(to_string(setups[s].scheduler)), std::string(to_string(setups[s].flow))};
+            row w{"alltoallv", mode, cases[c].workload, std::string(to_string(setups[s].scheduler)),
+                  std::string(to_string(setups[s].flow))};
             w.block = cases[c].block;
             w.ranks = o.ranks;
             w.size_bytes = static_cast<double>(cases[c].m.sum()) / o.ranks;
@@ -503,7 +522,8 @@ void add_fractions(std::vector<row>& rows) {
     for (row& w : rows) {
         if (w.kind != "alltoallv") continue;
         for (const row& p : rows) {
-            if ((p.kind == "d2d_copy" || p.kind == "memcpy") && p.workload == w.workload && p.block == w.block && p.algbw() > 0)
+            if ((p.kind == "d2d_copy" || p.kind == "memcpy") && p.workload == w.workload && p.block == w.block &&
+                p.algbw() > 0)
                 w.of_copy = w.algbw() / p.algbw();
             if (p.kind == "ucx_pair" && p.block == w.block && p.algbw() > 0) w.of_ucx = w.algbw() / p.algbw();
         }
@@ -519,8 +539,9 @@ std::string fraction(double x, const char* none) {
 }
 
 void print_header() {
-    std::printf("# %-9s %-9s %-10s %9s %-6s %-10s %12s %12s %10s %9s %7s %7s %5s %6s\n", "kind", "mode", "workload", "block",
-                "sched", "flow", "size(B)", "ucx(B)", "time(ms)", "algbw", "of_copy", "of_ucx", "steps", "wrong");
+    std::printf("# %-9s %-9s %-10s %9s %-6s %-10s %12s %12s %10s %9s %7s %7s %5s %6s\n", "kind", "mode", "workload",
+                "block", "sched", "flow", "size(B)", "ucx(B)", "time(ms)", "algbw", "of_copy", "of_ucx", "steps",
+                "wrong");
 }
 
 void print_rows(const std::vector<row>& rows) {
@@ -529,10 +550,11 @@ void print_rows(const std::vector<row>& rows) {
             std::printf("  protocol for %lld-byte messages: %s\n", static_cast<long long>(w.block), w.protocol.c_str());
             continue;
         }
-        std::printf("  %-9s %-9s %-10s %9lld %-6s %-10s %12.0f %12.0f %10.3f %9.3f %7s %7s %5.0f %6.0f\n", w.kind.c_str(),
-                    w.mode.c_str(), w.workload.c_str(), static_cast<long long>(w.block), w.scheduler.c_str(), w.flow.c_str(),
-                    w.size_bytes, w.ucx_bytes, w.time_s * 1e3, w.algbw(), fraction(w.of_copy, "-").substr(0, 7).c_str(),
-                    fraction(w.of_ucx, "-").substr(0, 7).c_str(), w.steps, w.wrong);
+        std::printf("  %-9s %-9s %-10s %9lld %-6s %-10s %12.0f %12.0f %10.3f %9.3f %7s %7s %5.0f %6.0f\n",
+                    w.kind.c_str(), w.mode.c_str(), w.workload.c_str(), static_cast<long long>(w.block),
+                    w.scheduler.c_str(), w.flow.c_str(), w.size_bytes, w.ucx_bytes, w.time_s * 1e3, w.algbw(),
+                    fraction(w.of_copy, "-").substr(0, 7).c_str(), fraction(w.of_ucx, "-").substr(0, 7).c_str(),
+                    w.steps, w.wrong);
     }
 }
 
@@ -544,20 +566,23 @@ std::string csv_text(const std::string& s) {
 }
 
 /// Appends the rows to --csv (with the header when the file is new or empty).
-std::string write_csv(const options& o, const std::string& label, const std::string& device, const std::vector<row>& rows) {
+std::string write_csv(const options& o, const std::string& label, const std::string& device,
+                      const std::vector<row>& rows) {
     std::FILE* probe = std::fopen(o.csv.c_str(), "r");
     const bool fresh = probe == nullptr || std::fgetc(probe) == EOF;
     if (probe) std::fclose(probe);
     std::FILE* f = std::fopen(o.csv.c_str(), "a");
     if (!f) return "cannot write --csv file '" + o.csv + "'";
     if (fresh)
-        std::fprintf(f, "kind,label,device,memory,mode,workload,block_bytes,ranks,gpus_per_server,scheduler,flow,size_bytes,ucx_bytes,"
+        std::fprintf(f, "kind,label,device,memory,mode,workload,block_bytes,ranks,gpus_per_server,scheduler,flow,size_"
+                        "bytes,ucx_bytes,"
                         "time_ms,min_ms,max_ms,algbw_GBps,of_copy,of_ucx,steps,wrong,samples,protocol\n");
     for (const row& w : rows)
-        std::fprintf(f, "%s,%s,%s,%s,%s,%s,%lld,%d,%d,%s,%s,%.0f,%.0f,%.6f,%.6f,%.6f,%.6f,%s,%s,%.0f,%.0f,%zu,%s\n", w.kind.c_str(),
-                     csv_text(label).c_str(), csv_text(device).c_str(), o.memory.c_str(), w.mode.c_str(), csv_text(w.workload).c_str(),
-                     static_cast<long long>(w.block), w.ranks, w.kind == "alltoallv" ? o.gpus_per_server : 0, w.scheduler.c_str(),
-                     w.flow.c_str(), w.size_bytes, w.ucx_bytes, w.time_s * 1e3, w.min_s * 1e3, w.max_s * 1e3, w.algbw(),
+        std::fprintf(f, "%s,%s,%s,%s,%s,%s,%lld,%d,%d,%s,%s,%.0f,%.0f,%.6f,%.6f,%.6f,%.6f,%s,%s,%.0f,%.0f,%zu,%s\n",
+                     w.kind.c_str(), csv_text(label).c_str(), csv_text(device).c_str(), o.memory.c_str(),
+                     w.mode.c_str(), csv_text(w.workload).c_str(), static_cast<long long>(w.block), w.ranks,
+                     w.kind == "alltoallv" ? o.gpus_per_server : 0, w.scheduler.c_str(), w.flow.c_str(), w.size_bytes,
+                     w.ucx_bytes, w.time_s * 1e3, w.min_s * 1e3, w.max_s * 1e3, w.algbw(),
                      fraction(w.of_copy, "").c_str(), fraction(w.of_ucx, "").c_str(), w.steps, w.wrong, w.samples,
                      csv_text(w.protocol).c_str());
     return std::fclose(f) == 0 ? std::string() : "cannot write --csv file '" + o.csv + "'";
@@ -572,7 +597,8 @@ std::string default_label() {
 int run_parent(const options& o, int argc, char** argv) {
     const std::vector<test_case> cases = make_cases(o);
     for (const test_case& c : cases)
-        for (const setup& s : make_setups(o)) (void)plan_of(c, o, s.scheduler); // every plan verified before anything runs
+        for (const setup& s : make_setups(o))
+            (void)plan_of(c, o, s.scheduler); // every plan verified before anything runs
     std::string error;
     const std::unique_ptr<perf_memory> mem = make_memory(o, error);
     if (!mem) {
@@ -586,9 +612,12 @@ int run_parent(const options& o, int argc, char** argv) {
     const std::string label = o.label.empty() ? default_label() : o.label;
     const std::string device = mem->device();
     std::printf("# alltoallv_device_perf: %s; %s; %s memory; %d ranks as %d servers x %d; warm-up %d, timed calls %d\n"
-                "# time: median over calls of the slowest rank's time per call (buffers, fills, checks and warm-up outside the clock)\n"
-                "# algbw = size / time in GB/s, size = bytes per rank; of_copy, of_ucx: algbw over the copy peak and the UCX pair peak\n",
-                device.c_str(), label.c_str(), o.memory.c_str(), o.ranks, o.ranks / o.gpus_per_server, o.gpus_per_server, o.warmup, o.iters);
+                "# time: median over calls of the slowest rank's time per call (buffers, fills, checks and warm-up "
+                "outside the clock)\n"
+                "# algbw = size / time in GB/s, size = bytes per rank; of_copy, of_ucx: algbw over the copy peak and "
+                "the UCX pair peak\n",
+                device.c_str(), label.c_str(), o.memory.c_str(), o.ranks, o.ranks / o.gpus_per_server,
+                o.gpus_per_server, o.warmup, o.iters);
     std::fflush(stdout);
     // Each phase's rows are shown and appended to the CSV as soon as it ends, and a failing phase
     // does not stop the next: a run cut short (a stuck threads run ends the process) keeps what
@@ -602,7 +631,8 @@ int run_parent(const options& o, int argc, char** argv) {
         const std::vector<row> fresh(rows.begin() + static_cast<std::ptrdiff_t>(shown), rows.end());
         print_rows(fresh);
         if (!o.csv.empty())
-            if (std::string e = write_csv(o, label, device, fresh); !e.empty()) error += (error.empty() ? "" : "; ") + e;
+            if (std::string e = write_csv(o, label, device, fresh); !e.empty())
+                error += (error.empty() ? "" : "; ") + e;
         shown = rows.size();
     };
     if (o.peaks) {
@@ -646,25 +676,46 @@ int run_child(const options& o) {
 }
 
 void add_options(CLI::App& app, options& o) {
-    app.add_option("--memory", o.memory, "where the buffers live: host or cuda")->check(CLI::IsMember({"host", "cuda"}))->capture_default_str();
-    app.add_option("--ranks", o.ranks, "ranks (all on this machine, on one device)")->check(CLI::Range(1, 256))->capture_default_str();
+    app.add_option("--memory", o.memory, "where the buffers live: host or cuda")
+        ->check(CLI::IsMember({"host", "cuda"}))
+        ->capture_default_str();
+    app.add_option("--ranks", o.ranks, "ranks (all on this machine, on one device)")
+        ->check(CLI::Range(1, 256))
+        ->capture_default_str();
     app.add_option("-g,--gpus-per-server", o.gpus_per_server, "ranks per emulated server (must divide --ranks)")
         ->check(CLI::Range(1, 256))
         ->capture_default_str();
-    app.add_option("-W,--workload", o.workloads, "repeatable: uniform | zipf[:S] | moe[:...] (fast::parse_workload)")->capture_default_str();
-    app.add_option("-b,--block", o.blocks, "repeatable: mean bytes each rank sends each rank (suffixes K, M, G)")->capture_default_str();
-    app.add_option("-s,--schedulers", o.schedulers, "fast, direct")->delimiter(',')->check(CLI::IsMember({"fast", "direct"}))->capture_default_str();
-    app.add_option("--flows", o.flows, "rendezvous, credits")->delimiter(',')->check(CLI::IsMember({"rendezvous", "credits"}))->capture_default_str();
+    app.add_option("-W,--workload", o.workloads, "repeatable: uniform | zipf[:S] | moe[:...] (fast::parse_workload)")
+        ->capture_default_str();
+    app.add_option("-b,--block", o.blocks, "repeatable: mean bytes each rank sends each rank (suffixes K, M, G)")
+        ->capture_default_str();
+    app.add_option("-s,--schedulers", o.schedulers, "fast, direct")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"fast", "direct"}))
+        ->capture_default_str();
+    app.add_option("--flows", o.flows, "rendezvous, credits")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"rendezvous", "credits"}))
+        ->capture_default_str();
     app.add_option("--modes", o.modes, "processes (UCX may use CUDA IPC), threads (one process)")
         ->delimiter(',')
         ->check(CLI::IsMember({"processes", "threads"}))
         ->capture_default_str();
-    app.add_option("-w,--warmup", o.warmup, "untimed calls per case and setup")->check(CLI::Range(0, 100000))->capture_default_str();
-    app.add_option("-n,--iters", o.iters, "timed calls per case and setup")->check(CLI::Range(1, 100000))->capture_default_str();
-    app.add_flag("--peaks", o.peaks, "also measure the copy peak and the plain UCX two-process peak, with UCX's protocol choices");
+    app.add_option("-w,--warmup", o.warmup, "untimed calls per case and setup")
+        ->check(CLI::Range(0, 100000))
+        ->capture_default_str();
+    app.add_option("-n,--iters", o.iters, "timed calls per case and setup")
+        ->check(CLI::Range(1, 100000))
+        ->capture_default_str();
+    app.add_flag("--peaks", o.peaks,
+                 "also measure the copy peak and the plain UCX two-process peak, with UCX's protocol choices");
     app.add_option("--device", o.device, "CUDA device")->check(CLI::Range(0, 1024))->capture_default_str();
-    app.add_option("--timeout", o.timeout_s, "bound of every executor wait and barrier, seconds")->check(CLI::Range(0.001, 1e6))->capture_default_str();
-    app.add_option("--limit", o.limit_s, "bound of each mode's whole run, seconds")->check(CLI::Range(1.0, 1e6))->capture_default_str();
+    app.add_option("--timeout", o.timeout_s, "bound of every executor wait and barrier, seconds")
+        ->check(CLI::Range(0.001, 1e6))
+        ->capture_default_str();
+    app.add_option("--limit", o.limit_s, "bound of each mode's whole run, seconds")
+        ->check(CLI::Range(1.0, 1e6))
+        ->capture_default_str();
     app.add_option("--seed", o.seed, "seed of the generators")->capture_default_str();
     app.add_option("--csv", o.csv, "append the rows to FILE (a header first when it is new)");
     app.add_option("--label", o.label, "the CSV's label column (default: the UCX version and UCX_TLS)");
@@ -678,13 +729,15 @@ void add_options(CLI::App& app, options& o) {
 int main(int argc, char** argv) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
     options o;
-    CLI::App app{"alltoallv_device_perf: the executor's alltoallv timed on device (CUDA) or host memory, ranks as processes or\n"
-                 "threads on one machine, without MPI; every byte checked where it lies, every plan verified."};
+    CLI::App app{
+        "alltoallv_device_perf: the executor's alltoallv timed on device (CUDA) or host memory, ranks as processes or\n"
+        "threads on one machine, without MPI; every byte checked where it lies, every plan verified."};
     add_options(app, o);
     try {
         app.parse(argc, argv);
         if (o.ranks % o.gpus_per_server != 0)
-            throw fast::invalid_argument("-g " + std::to_string(o.gpus_per_server) + " does not divide --ranks " + std::to_string(o.ranks));
+            throw fast::invalid_argument("-g " + std::to_string(o.gpus_per_server) + " does not divide --ranks " +
+                                         std::to_string(o.ranks));
         if (!o.role.empty()) return run_child(o);
         // Children get the same arguments: the internal ones follow.
         return run_parent(o, argc, argv);

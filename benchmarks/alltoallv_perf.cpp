@@ -78,7 +78,9 @@ struct test_case {
 
 enum class sched { fast, direct, mpi };
 
-const char* name_of(sched s) { return s == sched::fast ? "fast" : s == sched::direct ? "direct" : "mpi"; }
+const char* name_of(sched s) {
+    return s == sched::fast ? "fast" : s == sched::direct ? "direct" : "mpi";
+}
 
 [[noreturn]] void die(const std::string& what) {
     std::fprintf(stderr, "alltoallv_perf: error: %s\n", what.c_str());
@@ -120,8 +122,8 @@ bounds bounds_of(const fast::traffic_matrix& m, const fast::topology& topo, doub
     const fast::server_load load = fast::inter_server_load(m, topo);
     std::int64_t busiest_server = 0;
     for (int s = 0; s < topo.servers; ++s)
-        busiest_server = std::max({busiest_server, load.send[static_cast<std::size_t>(s)],
-                                   load.recv[static_cast<std::size_t>(s)]});
+        busiest_server =
+            std::max({busiest_server, load.send[static_cast<std::size_t>(s)], load.recv[static_cast<std::size_t>(s)]});
     std::int64_t busiest_nic = 0;
     const int r = topo.ranks();
     for (int a = 0; a < r; ++a) {
@@ -142,7 +144,8 @@ bounds bounds_of(const fast::traffic_matrix& m, const fast::topology& topo, doub
 std::vector<std::int64_t> sizes_of(const options& o) {
     const std::int64_t lo = parse_bytes(o.min_bytes, "--minbytes");
     const std::int64_t hi = o.max_bytes.empty() ? lo : parse_bytes(o.max_bytes, "--maxbytes");
-    if (hi < lo) throw fast::invalid_argument("--maxbytes (" + o.max_bytes + ") is below --minbytes (" + o.min_bytes + ")");
+    if (hi < lo)
+        throw fast::invalid_argument("--maxbytes (" + o.max_bytes + ") is below --minbytes (" + o.min_bytes + ")");
     if (!(o.step_factor > 1) && hi > lo) throw fast::invalid_argument("--stepfactor must be above 1");
     std::vector<std::int64_t> out;
     for (double b = static_cast<double>(lo); b <= static_cast<double>(hi) * (1 + 1e-9); b *= o.step_factor) {
@@ -293,8 +296,8 @@ struct executors {
     std::unique_ptr<fast::exec::communicator> fast, direct;
 };
 
-std::vector<result> run_case(const test_case& c, const std::vector<sched>& scheds, executors& ex,
-                             const options& o, int me) {
+std::vector<result> run_case(const test_case& c, const std::vector<sched>& scheds, executors& ex, const options& o,
+                             int me) {
     const int r = static_cast<int>(c.m.rows());
     rank_buffers b = make_buffers(c.m, me);
     const int runs = o.warmup + o.iters;
@@ -313,8 +316,9 @@ std::vector<result> run_case(const test_case& c, const std::vector<sched>& sched
             std::string error;
             if (scheds[s] == sched::mpi) {
                 if (!b.fits_int) die("the mpi scheduler needs counts and displacements below INT_MAX bytes");
-                const int rc = MPI_Alltoallv(b.send.data(), b.scount_i.data(), b.sdispl_i.data(), MPI_BYTE, b.recv.data(),
-                                             b.rcount_i.data(), b.rdispl_i.data(), MPI_BYTE, MPI_COMM_WORLD);
+                const int rc =
+                    MPI_Alltoallv(b.send.data(), b.scount_i.data(), b.sdispl_i.data(), MPI_BYTE, b.recv.data(),
+                                  b.rcount_i.data(), b.rdispl_i.data(), MPI_BYTE, MPI_COMM_WORLD);
                 ok = rc == MPI_SUCCESS;
                 if (!ok) error = "MPI_Alltoallv failed";
             } else {
@@ -330,7 +334,8 @@ std::vector<result> run_case(const test_case& c, const std::vector<sched>& sched
             std::int64_t bad = 0;
             for (int j = 0; j < r; ++j) {
                 const auto k = static_cast<std::size_t>(j);
-                bad += count_wrong(b.recv.data() + b.rdispl[k], b.rcount[k], static_cast<std::uint64_t>(j) * r + me, key);
+                bad +=
+                    count_wrong(b.recv.data() + b.rdispl[k], b.rcount[k], static_cast<std::uint64_t>(j) * r + me, key);
             }
             wrong[s] += bad;
         }
@@ -338,7 +343,8 @@ std::vector<result> run_case(const test_case& c, const std::vector<sched>& sched
     std::vector<double> slowest(local.size(), 0);
     MPI_Reduce(local.data(), slowest.data(), static_cast<int>(local.size()), MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     std::vector<long long> wrong_all(wrong.size(), 0);
-    MPI_Reduce(wrong.data(), wrong_all.data(), static_cast<int>(wrong.size()), MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(wrong.data(), wrong_all.data(), static_cast<int>(wrong.size()), MPI_LONG_LONG, MPI_SUM, 0,
+               MPI_COMM_WORLD);
     for (std::size_t s = 0; s < scheds.size(); ++s) {
         for (int it = o.warmup; it < runs; ++it)
             out[s].times_s.push_back(slowest[static_cast<std::size_t>(it) * scheds.size() + s]);
@@ -376,17 +382,18 @@ void print_row(const row& w) {
         std::snprintf(pred, sizeof pred, "%.1f", w.predicted_s * 1e3);
         std::snprintf(ratio, sizeof ratio, "%.2f", w.time_s / w.predicted_s);
     }
-    std::printf("  %-28s %8s %-7s %12.0f %10.1f %10.3f %10.1f %10.2f %8.1f %8.2f %9s %8s %6s %7lld\n", w.workload.c_str(),
-                w.matrix.c_str(), w.scheduler.c_str(), w.size_bytes, w.time_s * 1e3, w.algbw_mbps(), w.tlb_s * 1e3,
-                w.tlb_s > 0 ? w.time_s / w.tlb_s : 0.0, w.tnic_s * 1e3, w.tnic_s > 0 ? w.time_s / w.tnic_s : 0.0, pred,
-                ratio, w.steps ? std::to_string(w.steps).c_str() : "-", w.wrong);
+    std::printf("  %-28s %8s %-7s %12.0f %10.1f %10.3f %10.1f %10.2f %8.1f %8.2f %9s %8s %6s %7lld\n",
+                w.workload.c_str(), w.matrix.c_str(), w.scheduler.c_str(), w.size_bytes, w.time_s * 1e3, w.algbw_mbps(),
+                w.tlb_s * 1e3, w.tlb_s > 0 ? w.time_s / w.tlb_s : 0.0, w.tnic_s * 1e3,
+                w.tnic_s > 0 ? w.time_s / w.tnic_s : 0.0, pred, ratio, w.steps ? std::to_string(w.steps).c_str() : "-",
+                w.wrong);
     std::fflush(stdout);
 }
 
 void csv_row(std::FILE* f, const row& w) {
-    std::fprintf(f, "%s,%s,%s,%.0f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.4f,%zu,%lld,%zu,%.6f,%.4f\n", w.workload.c_str(),
-                 w.matrix.c_str(), w.scheduler.c_str(), w.size_bytes, w.time_s * 1e3, w.min_s * 1e3, w.max_s * 1e3,
-                 w.algbw_mbps(), w.tlb_s * 1e3, w.tlb_s > 0 ? w.time_s / w.tlb_s : 0.0, w.tnic_s * 1e3,
+    std::fprintf(f, "%s,%s,%s,%.0f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.4f,%zu,%lld,%zu,%.6f,%.4f\n",
+                 w.workload.c_str(), w.matrix.c_str(), w.scheduler.c_str(), w.size_bytes, w.time_s * 1e3, w.min_s * 1e3,
+                 w.max_s * 1e3, w.algbw_mbps(), w.tlb_s * 1e3, w.tlb_s > 0 ? w.time_s / w.tlb_s : 0.0, w.tnic_s * 1e3,
                  w.tnic_s > 0 ? w.time_s / w.tnic_s : 0.0, w.steps, w.wrong, w.samples, w.predicted_s * 1e3,
                  w.predicted_s > 0 ? w.time_s / w.predicted_s : 0.0);
 }
@@ -445,7 +452,8 @@ std::vector<sched> parse_schedulers(const std::string& text) {
 int run(const options& o, int me, int size) {
     const int g = o.gpus_per_server > 0 ? o.gpus_per_server : size;
     if (size % g != 0)
-        throw fast::invalid_argument("-g " + std::to_string(g) + " does not divide the " + std::to_string(size) + " ranks");
+        throw fast::invalid_argument("-g " + std::to_string(g) + " does not divide the " + std::to_string(size) +
+                                     " ranks");
     if (!(o.nic_gbit > 0 && std::isfinite(o.nic_gbit))) throw fast::invalid_argument("--nic-gbit must be positive");
     if (o.every < 1) throw fast::invalid_argument("--every must be at least 1");
     const std::vector<sched> scheds = parse_schedulers(o.schedulers);
@@ -484,17 +492,21 @@ int run(const options& o, int me, int size) {
     std::FILE* csv = nullptr;
     if (me == 0) {
         std::printf("# alltoallv_perf: %d ranks = %d servers x %d GPUs, NIC %.4g Gbit/s, warm-up %d, iterations %d\n"
-                    "# planner fabric: scale-up %.3g GB/s%s, scale-out %.6g GB/s, alpha_up %g us, alpha_out %g us; executor flow control: %s\n"
+                    "# planner fabric: scale-up %.3g GB/s%s, scale-out %.6g GB/s, alpha_up %g us, alpha_out %g us; "
+                    "executor flow control: %s\n"
                     "# time: median of the slowest rank's time per call; algbw = size / time; size = bytes per GPU;\n"
-                    "# pred: the cost model's time of the executor's plan at the planner's fabric (t/pred: measured / predicted)\n",
-                    size, topo.servers, g, o.nic_gbit, o.warmup, o.iters, up, o.scale_up_gbps ? "" : " (measured memcpy share)",
-                    topo.scale_out_gbps, topo.alpha_up_us, topo.alpha_out_us, o.flow.c_str());
+                    "# pred: the cost model's time of the executor's plan at the planner's fabric (t/pred: measured / "
+                    "predicted)\n",
+                    size, topo.servers, g, o.nic_gbit, o.warmup, o.iters, up,
+                    o.scale_up_gbps ? "" : " (measured memcpy share)", topo.scale_out_gbps, topo.alpha_up_us,
+                    topo.alpha_out_us, o.flow.c_str());
         print_header();
         if (!o.csv.empty()) {
             csv = std::fopen(o.csv.c_str(), "w");
             if (!csv) die("cannot write --csv file '" + o.csv + "'");
-            std::fprintf(csv, "workload,matrix,scheduler,size_bytes,time_ms,min_ms,max_ms,algbw_MBps,tlb_ms,time_over_tlb,"
-                              "tnic_ms,time_over_tnic,steps,wrong,samples,predicted_ms,time_over_predicted\n");
+            std::fprintf(csv,
+                         "workload,matrix,scheduler,size_bytes,time_ms,min_ms,max_ms,algbw_MBps,tlb_ms,time_over_tlb,"
+                         "tnic_ms,time_over_tnic,steps,wrong,samples,predicted_ms,time_over_predicted\n");
         }
     }
 
@@ -530,7 +542,8 @@ int run(const options& o, int me, int size) {
         for (const test_case& c : cases) {
             if (std::find(seen.begin(), seen.end(), c.workload) != seen.end()) continue;
             seen.push_back(c.workload);
-            const auto n = std::count_if(cases.begin(), cases.end(), [&](const test_case& x) { return x.workload == c.workload; });
+            const auto n =
+                std::count_if(cases.begin(), cases.end(), [&](const test_case& x) { return x.workload == c.workload; });
             if (c.matrix == "-" || n < 2) continue;
             for (const sched s : scheds) {
                 const row w = summarise(rows, c.workload, name_of(s));
@@ -558,17 +571,20 @@ int main(int argc, char** argv) {
     options o;
     CLI::App app{"alltoallv_perf: All-to-All(v) timings of the FAST executor (fast, direct) against MPI_Alltoallv,\n"
                  "in the style of nccl-tests. Run under mpirun; every received byte is checked."};
-    app.add_option("-g,--gpus-per-server", o.gpus_per_server, "ranks per (emulated) server; 0: all ranks form one server")
+    app.add_option("-g,--gpus-per-server", o.gpus_per_server,
+                   "ranks per (emulated) server; 0: all ranks form one server")
         ->check(fast_tools::non_negative)
         ->capture_default_str();
     app.add_option("-W,--workload", o.workloads,
-                   "repeatable: uniform | zipf[:S] | moe[:tokens=N,topk=K,zipf=S|lognormal=SIGMA,token_bytes=B] (sized by -b/-e/-f) | "
+                   "repeatable: uniform | zipf[:S] | moe[:tokens=N,topk=K,zipf=S|lognormal=SIGMA,token_bytes=B] (sized "
+                   "by -b/-e/-f) | "
                    "file:PATH (every --every-th matrix) | file:PATH@I (matrix I); entries times --unit")
         ->capture_default_str();
     app.add_option("-b,--minbytes", o.min_bytes, "generators: bytes each GPU sends on average (suffixes K, M, G, T)")
         ->capture_default_str();
     app.add_option("-e,--maxbytes", o.max_bytes, "generators: largest size of the sweep (default: --minbytes)");
-    app.add_option("-f,--stepfactor", o.step_factor, "generators: size multiplier between sweep points")->capture_default_str();
+    app.add_option("-f,--stepfactor", o.step_factor, "generators: size multiplier between sweep points")
+        ->capture_default_str();
     app.add_option("-u,--unit", o.unit, "bytes per matrix file entry, e.g. bytes per token (suffixes K, M, G, T)")
         ->capture_default_str();
     app.add_option("--every", o.every, "file:PATH: take matrices 0, K, 2K, ...")
@@ -577,10 +593,15 @@ int main(int argc, char** argv) {
     app.add_option("--max-matrices", o.max_matrices, "file:PATH: at most this many matrices (0: no limit)")
         ->check(fast_tools::non_negative)
         ->capture_default_str();
-    app.add_option("-s,--schedulers", o.schedulers, "comma-separated, run interleaved: fast, direct (the executor), mpi (MPI_Alltoallv)")
+    app.add_option("-s,--schedulers", o.schedulers,
+                   "comma-separated, run interleaved: fast, direct (the executor), mpi (MPI_Alltoallv)")
         ->capture_default_str();
-    app.add_option("-w,--warmup", o.warmup, "untimed calls per scheduler and matrix")->capture_default_str()->check(CLI::Range(0, 1000000));
-    app.add_option("-n,--iters", o.iters, "timed calls per scheduler and matrix")->capture_default_str()->check(CLI::Range(1, 1000000));
+    app.add_option("-w,--warmup", o.warmup, "untimed calls per scheduler and matrix")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1000000));
+    app.add_option("-n,--iters", o.iters, "timed calls per scheduler and matrix")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1000000));
     app.add_option("--seed", o.seed, "seed of the generators")->check(fast_tools::non_negative)->capture_default_str();
     app.add_option("--nic-gbit", o.nic_gbit, "per-GPU NIC rate in Gbit/s: T_lb and the planner's scale-out bandwidth")
         ->capture_default_str();
@@ -588,12 +609,16 @@ int main(int argc, char** argv) {
                    "planner's scale-up bandwidth per GPU in GB/s (default: memcpy rate x cores / ranks on this host)");
     app.add_option("--alpha-up-us", o.alpha_up_us, "planner's per-step scale-up latency, us")->capture_default_str();
     app.add_option("--alpha-out-us", o.alpha_out_us, "planner's per-step scale-out latency, us")->capture_default_str();
-    app.add_option("--flow", o.flow, "the executor's flow control: rendezvous (UCX's protocols) or credits (docs/executor.md)")
+    app.add_option("--flow", o.flow,
+                   "the executor's flow control: rendezvous (UCX's protocols) or credits (docs/executor.md)")
         ->check(CLI::IsMember({"rendezvous", "credits"}))
         ->capture_default_str();
-    app.add_option("--timeout", o.timeout_s, "executor: bound of every wait, seconds")->capture_default_str()->check(CLI::Range(0.001, 1e6));
+    app.add_option("--timeout", o.timeout_s, "executor: bound of every wait, seconds")
+        ->capture_default_str()
+        ->check(CLI::Range(0.001, 1e6));
     app.add_option("--csv", o.csv, "also write one line per row to FILE (rank 0)");
-    app.add_flag("--summary-only", o.summary_only, "print only the summary rows of multi-matrix workloads (CSV keeps all)");
+    app.add_flag("--summary-only", o.summary_only,
+                 "print only the summary rows of multi-matrix workloads (CSV keeps all)");
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp&) {

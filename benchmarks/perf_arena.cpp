@@ -19,7 +19,9 @@ namespace {
 constexpr std::uint64_t arena_magic = 0x4641535450455246ull; // "FASTPERF"
 constexpr std::size_t message_bytes = 256;
 
-constexpr std::size_t round_up(std::size_t n) { return (n + 63) / 64 * 64; }
+constexpr std::size_t round_up(std::size_t n) {
+    return (n + 63) / 64 * 64;
+}
 
 using clock_type = std::chrono::steady_clock;
 
@@ -36,7 +38,9 @@ struct perf_arena::header {
     std::atomic<std::uint32_t> failed;
 
     [[nodiscard]] std::size_t arrivals_at() const { return round_up(sizeof(header)); }
-    [[nodiscard]] std::size_t messages_at() const { return arrivals_at() + round_up(ranks * sizeof(std::atomic<std::uint64_t>)); }
+    [[nodiscard]] std::size_t messages_at() const {
+        return arrivals_at() + round_up(ranks * sizeof(std::atomic<std::uint64_t>));
+    }
     [[nodiscard]] std::size_t slots_at() const { return messages_at() + round_up(ranks * message_bytes); }
     [[nodiscard]] std::size_t values_at() const { return slots_at() + ranks * round_up(slot_bytes + 8); }
     [[nodiscard]] std::size_t total() const { return values_at() + ranks * round_up(values * sizeof(double)); }
@@ -63,15 +67,15 @@ std::unique_ptr<perf_arena> perf_arena::create(int ranks, std::size_t slot_bytes
         ::close(fd);
     }
     if (base == MAP_FAILED) {
-        error = "cannot map " + std::to_string(bytes) + " bytes of shared memory" + (path.empty() ? "" : " in " + path) +
-                ": " + std::strerror(errno);
+        error = "cannot map " + std::to_string(bytes) + " bytes of shared memory" +
+                (path.empty() ? "" : " in " + path) + ": " + std::strerror(errno);
         return nullptr;
     }
     auto* head = new (base) header{arena_magic, h.ranks, slot_bytes, values, bytes, {}};
     head->failed.store(0);
     for (int r = 0; r < ranks; ++r)
-        new (static_cast<char*>(base) + head->arrivals_at() + static_cast<std::size_t>(r) * sizeof(std::atomic<std::uint64_t>))
-            std::atomic<std::uint64_t>(0);
+        new (static_cast<char*>(base) + head->arrivals_at() +
+             static_cast<std::size_t>(r) * sizeof(std::atomic<std::uint64_t>)) std::atomic<std::uint64_t>(0);
     return std::unique_ptr<perf_arena>(new perf_arena(base, bytes));
 }
 
@@ -99,20 +103,30 @@ std::unique_ptr<perf_arena> perf_arena::open(const std::string& path, std::strin
     return std::unique_ptr<perf_arena>(new perf_arena(base, bytes));
 }
 
-perf_arena::~perf_arena() { munmap(base_, bytes_); }
+perf_arena::~perf_arena() {
+    munmap(base_, bytes_);
+}
 
-perf_arena::header& perf_arena::head() const noexcept { return *static_cast<header*>(base_); }
+perf_arena::header& perf_arena::head() const noexcept {
+    return *static_cast<header*>(base_);
+}
 
 std::atomic<std::uint64_t>& perf_arena::arrivals(int rank) const noexcept {
     return *reinterpret_cast<std::atomic<std::uint64_t>*>(static_cast<char*>(base_) + head().arrivals_at() +
-                                                          static_cast<std::size_t>(rank) * sizeof(std::atomic<std::uint64_t>));
+                                                          static_cast<std::size_t>(rank) *
+                                                              sizeof(std::atomic<std::uint64_t>));
 }
 
-int perf_arena::ranks() const noexcept { return static_cast<int>(head().ranks); }
-std::size_t perf_arena::slot_bytes() const noexcept { return head().slot_bytes; }
+int perf_arena::ranks() const noexcept {
+    return static_cast<int>(head().ranks);
+}
+std::size_t perf_arena::slot_bytes() const noexcept {
+    return head().slot_bytes;
+}
 
 char* perf_arena::slot(int rank) noexcept {
-    return static_cast<char*>(base_) + head().slots_at() + static_cast<std::size_t>(rank) * round_up(head().slot_bytes + 8);
+    return static_cast<char*>(base_) + head().slots_at() +
+           static_cast<std::size_t>(rank) * round_up(head().slot_bytes + 8);
 }
 
 double* perf_arena::values(int rank) noexcept {
@@ -132,12 +146,13 @@ bool perf_arena::barrier(int rank, std::chrono::milliseconds timeout, std::strin
         if (late || failed()) {
             try {
                 error = "rank " + std::to_string(rank) + ": barrier " + std::to_string(round) + " " +
-                        (late ? "timed out after " + std::to_string(timeout.count()) + " ms" : std::string("stopped: another rank failed")) +
+                        (late ? "timed out after " + std::to_string(timeout.count()) + " ms"
+                              : std::string("stopped: another rank failed")) +
                         "; missing ranks:";
                 for (int r = 0; r < ranks(); ++r)
-                    if (arrivals(r).load(std::memory_order_acquire) < round) error.append(" ").append(std::to_string(r));
-            } catch (...) {
-            }
+                    if (arrivals(r).load(std::memory_order_acquire) < round)
+                        error.append(" ").append(std::to_string(r));
+            } catch (...) {}
             return false;
         }
         sched_yield();
@@ -148,7 +163,8 @@ fast::exec::bootstrap perf_arena::bootstrap(int rank, std::chrono::milliseconds 
     return {rank, ranks(), [this, rank, timeout](const void* s, void* r, std::size_t n) {
                 using fast::exec::errc;
                 if (n > slot_bytes())
-                    return fast::exec::status(errc::bootstrap, "allgather of " + std::to_string(n) + " bytes, the slots hold " +
+                    return fast::exec::status(errc::bootstrap, "allgather of " + std::to_string(n) +
+                                                                   " bytes, the slots hold " +
                                                                    std::to_string(slot_bytes()));
                 const std::uint64_t length = n;
                 std::memcpy(slot(rank), &length, 8);
@@ -160,10 +176,9 @@ fast::exec::bootstrap perf_arena::bootstrap(int rank, std::chrono::milliseconds 
                     std::uint64_t theirs = 0;
                     std::memcpy(&theirs, slot(k), 8);
                     if (theirs != n && mismatch.empty())
-                        mismatch = "rank " + std::to_string(k) + " gathers " + std::to_string(theirs) + " bytes, rank " +
-                                   std::to_string(rank) + " " + std::to_string(n);
-                    else
-                        std::memcpy(static_cast<char*>(r) + static_cast<std::size_t>(k) * n, slot(k) + 8, n);
+                        mismatch = "rank " + std::to_string(k) + " gathers " + std::to_string(theirs) +
+                                   " bytes, rank " + std::to_string(rank) + " " + std::to_string(n);
+                    else std::memcpy(static_cast<char*>(r) + static_cast<std::size_t>(k) * n, slot(k) + 8, n);
                 }
                 // Nobody writes the next round before everyone has read this one.
                 if (!barrier(rank, timeout, error)) return fast::exec::status(errc::bootstrap, error);
@@ -181,11 +196,16 @@ void perf_arena::fail(int rank, std::string_view message) noexcept {
     stop();
 }
 
-void perf_arena::stop() noexcept { head().failed.store(1, std::memory_order_release); }
-bool perf_arena::failed() const noexcept { return head().failed.load(std::memory_order_acquire) != 0; }
+void perf_arena::stop() noexcept {
+    head().failed.store(1, std::memory_order_release);
+}
+bool perf_arena::failed() const noexcept {
+    return head().failed.load(std::memory_order_acquire) != 0;
+}
 
 std::string perf_arena::error(int rank) const {
-    const char* m = static_cast<const char*>(base_) + head().messages_at() + static_cast<std::size_t>(rank) * message_bytes;
+    const char* m =
+        static_cast<const char*>(base_) + head().messages_at() + static_cast<std::size_t>(rank) * message_bytes;
     return std::string(m, strnlen(m, message_bytes));
 }
 

@@ -63,7 +63,9 @@ public:
 
 } // namespace
 
-std::unique_ptr<perf_memory> make_host_memory() { return std::make_unique<host_memory>(); }
+std::unique_ptr<perf_memory> make_host_memory() {
+    return std::make_unique<host_memory>();
+}
 
 #ifndef FAST_PERF_HAVE_CUDA
 std::unique_ptr<perf_memory> make_cuda_memory(int, std::string& error) {

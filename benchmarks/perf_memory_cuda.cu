@@ -25,7 +25,8 @@ __global__ void fill_kernel(unsigned char* base, const std::uint64_t* table, uns
     const std::uint64_t displ = table[blockIdx.y], n = table[blocks + blockIdx.y], id = table[2 * blocks + blockIdx.y];
     unsigned char* p = base + displ;
     const std::uint64_t words = (n + 7) / 8;
-    for (std::uint64_t w = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; w < words; w += std::uint64_t{gridDim.x} * blockDim.x) {
+    for (std::uint64_t w = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; w < words;
+         w += std::uint64_t{gridDim.x} * blockDim.x) {
         const std::uint64_t v = word(id, w) ^ mask;
         const std::uint64_t at = w * 8;
         const std::uint64_t m = n - at < 8 ? n - at : 8;
@@ -43,7 +44,8 @@ __global__ void check_kernel(const unsigned char* base, const std::uint64_t* tab
     const unsigned char* p = base + displ;
     const std::uint64_t words = (n + 7) / 8;
     unsigned long long bad = 0;
-    for (std::uint64_t w = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; w < words; w += std::uint64_t{gridDim.x} * blockDim.x) {
+    for (std::uint64_t w = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; w < words;
+         w += std::uint64_t{gridDim.x} * blockDim.x) {
         const std::uint64_t v = word(id, w) ^ mask;
         const std::uint64_t at = w * 8;
         const std::uint64_t m = n - at < 8 ? n - at : 8;
@@ -69,7 +71,8 @@ public:
             return cuda_error("cudaStreamCreateWithFlags", e);
         if (cudaError_t e = cudaEventCreate(&start_); e != cudaSuccess) return cuda_error("cudaEventCreate", e);
         if (cudaError_t e = cudaEventCreate(&stop_); e != cudaSuccess) return cuda_error("cudaEventCreate", e);
-        if (cudaError_t e = cudaMalloc(&wrong_, sizeof(unsigned long long)); e != cudaSuccess) return cuda_error("cudaMalloc", e);
+        if (cudaError_t e = cudaMalloc(&wrong_, sizeof(unsigned long long)); e != cudaSuccess)
+            return cuda_error("cudaMalloc", e);
         return {};
     }
 
@@ -102,23 +105,28 @@ public:
         const auto blocks = static_cast<unsigned>(t.counts.size());
         fill_kernel<<<grid(t), threads, 0, stream_>>>(static_cast<unsigned char*>(buf), table_, blocks, spread(key));
         if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cuda_error("the fill kernel's launch", e);
-        if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess) return cuda_error("cudaStreamSynchronize (fill)", e);
+        if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess)
+            return cuda_error("cudaStreamSynchronize (fill)", e);
         return {};
     }
 
-    [[nodiscard]] std::string check(const void* buf, const block_table& t, std::uint8_t key, std::uint64_t& wrong) override {
+    [[nodiscard]] std::string check(const void* buf, const block_table& t, std::uint8_t key,
+                                    std::uint64_t& wrong) override {
         wrong = 0;
         if (t.counts.empty()) return {};
         if (std::string e = upload(t); !e.empty()) return e;
         if (cudaError_t e = cudaMemsetAsync(wrong_, 0, sizeof(unsigned long long), stream_); e != cudaSuccess)
             return cuda_error("cudaMemsetAsync", e);
         const auto blocks = static_cast<unsigned>(t.counts.size());
-        check_kernel<<<grid(t), threads, 0, stream_>>>(static_cast<const unsigned char*>(buf), table_, blocks, spread(key), wrong_);
+        check_kernel<<<grid(t), threads, 0, stream_>>>(static_cast<const unsigned char*>(buf), table_, blocks,
+                                                       spread(key), wrong_);
         if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cuda_error("the check kernel's launch", e);
         unsigned long long got = 0;
-        if (cudaError_t e = cudaMemcpyAsync(&got, wrong_, sizeof got, cudaMemcpyDeviceToHost, stream_); e != cudaSuccess)
+        if (cudaError_t e = cudaMemcpyAsync(&got, wrong_, sizeof got, cudaMemcpyDeviceToHost, stream_);
+            e != cudaSuccess)
             return cuda_error("cudaMemcpyAsync (check)", e);
-        if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess) return cuda_error("cudaStreamSynchronize (check)", e);
+        if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess)
+            return cuda_error("cudaStreamSynchronize (check)", e);
         wrong = got;
         return {};
     }
@@ -130,7 +138,8 @@ public:
         if (cudaError_t e = cudaEventRecord(stop_, stream_); e != cudaSuccess) return cuda_error("cudaEventRecord", e);
         if (cudaError_t e = cudaEventSynchronize(stop_); e != cudaSuccess) return cuda_error("cudaEventSynchronize", e);
         float ms = 0;
-        if (cudaError_t e = cudaEventElapsedTime(&ms, start_, stop_); e != cudaSuccess) return cuda_error("cudaEventElapsedTime", e);
+        if (cudaError_t e = cudaEventElapsedTime(&ms, start_, stop_); e != cudaSuccess)
+            return cuda_error("cudaEventElapsedTime", e);
         seconds = static_cast<double>(ms) / 1e3;
         return {};
     }
@@ -141,7 +150,8 @@ private:
     // Enough grid columns that the largest block gets a thread per word, at most 1024.
     static dim3 grid(const block_table& t) {
         const std::uint64_t most = *std::max_element(t.counts.begin(), t.counts.end());
-        const std::uint64_t columns = std::min<std::uint64_t>(1024, std::max<std::uint64_t>(1, (most / 8 + threads - 1) / threads));
+        const std::uint64_t columns =
+            std::min<std::uint64_t>(1024, std::max<std::uint64_t>(1, (most / 8 + threads - 1) / threads));
         return dim3(static_cast<unsigned>(columns), static_cast<unsigned>(t.counts.size()));
     }
 
@@ -159,7 +169,8 @@ private:
                 return cuda_error("cudaMalloc (block table)", e);
             table_capacity_ = 3 * n;
         }
-        if (cudaError_t e = cudaMemcpyAsync(table_, host_table_.data(), 3 * n * sizeof(std::uint64_t), cudaMemcpyHostToDevice, stream_);
+        if (cudaError_t e = cudaMemcpyAsync(table_, host_table_.data(), 3 * n * sizeof(std::uint64_t),
+                                            cudaMemcpyHostToDevice, stream_);
             e != cudaSuccess)
             return cuda_error("cudaMemcpyAsync (block table)", e);
         return {};

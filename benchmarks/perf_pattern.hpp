@@ -24,7 +24,9 @@ FAST_PERF_HD inline std::uint64_t word(std::uint64_t block, std::uint64_t index)
     return z ^ (z >> 31);
 }
 
-FAST_PERF_HD inline std::uint64_t spread(std::uint8_t key) { return 0x0101010101010101ULL * key; }
+FAST_PERF_HD inline std::uint64_t spread(std::uint8_t key) {
+    return 0x0101010101010101ULL * key;
+}
 
 /// Writes `n` bytes of block `block` with `key`.
 inline void fill_block(std::uint8_t* p, std::size_t n, std::uint64_t block, std::uint8_t key = 0) {

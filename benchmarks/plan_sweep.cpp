@@ -22,9 +22,9 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
-#include <cstdlib>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <random>
 #include <stdexcept>
@@ -79,7 +79,8 @@ std::vector<named_options> main_sets() {
         o.order = order;
         out.push_back({order == fast::stage_order::ascending ? "fast/exact-ascending" : "fast/exact-descending", o});
     }
-    for (const fast::scheduler s : {fast::scheduler::direct, fast::scheduler::spreadout, fast::scheduler::fast_unbalanced})
+    for (const fast::scheduler s :
+         {fast::scheduler::direct, fast::scheduler::spreadout, fast::scheduler::fast_unbalanced})
         out.push_back({std::string(fast::to_string(s)), with(s)});
     return out;
 }

@@ -88,10 +88,8 @@ int run(char** argv) {
         const std::int64_t bytes = std::int64_t{256} << 20;
         if (what[0] == 'v')
             for (std::uint64_t seed = 1; seed <= 8; ++seed) ms.push_back(fast_a::make_zipf(t, 0.8, bytes, seed));
-        else if (what[0] == 'm')
-            ms.push_back(fast_a::make_moe(t, fast_a::moe_options{}, bytes, 1));
-        else
-            ms.push_back(fast_a::make_zipf(t, 0.8, bytes, 1));
+        else if (what[0] == 'm') ms.push_back(fast_a::make_moe(t, fast_a::moe_options{}, bytes, 1));
+        else ms.push_back(fast_a::make_zipf(t, 0.8, bytes, 1));
     } else {
         throw std::invalid_argument("unknown workload '" + what + "' (expected zS, mS, vS or megatron=PATH)");
     }

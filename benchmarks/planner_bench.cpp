@@ -105,7 +105,8 @@ std::string differs(const fast::rank_program& got, const fast::plan& whole) {
     for (std::size_t k = 0; k < got.transfers.size(); ++k)
         if (!(got.transfers[k].transfer == want.transfers[k].transfer) ||
             got.transfers[k].pair_index != want.transfers[k].pair_index)
-            return "rank " + std::to_string(got.rank) + "'s transfer " + std::to_string(k) + " differs from the whole plan's";
+            return "rank " + std::to_string(got.rank) + "'s transfer " + std::to_string(k) +
+                   " differs from the whole plan's";
     return {};
 }
 
@@ -238,7 +239,8 @@ void plan_megatron_whole(benchmark::State& state) {
 void decompose(benchmark::State& state, fast::matching_rule rule, bool cold) {
     const fast::topology t = fast::make_topology(static_cast<int>(state.range(0)), 8);
     const fast::traffic_matrix m = workload("zipf", t, 1);
-    const std::vector<std::int64_t> input = fast::detail::to_flat(fast::pad_to_regular(fast::balance(m, t).server_matrix));
+    const std::vector<std::int64_t> input =
+        fast::detail::to_flat(fast::pad_to_regular(fast::balance(m, t).server_matrix));
     fast::detail::decompose_workspace ws;
     ws.cold_starts = cold;
     fast::decomposition out;
@@ -271,14 +273,32 @@ BENCHMARK_CAPTURE(plan_schedule, moe, std::string("moe"))->Apply([](auto* b) { c
 BENCHMARK_CAPTURE(plan_whole, zipf, std::string("zipf"))->Apply([](auto* b) { cases(b, false); });
 BENCHMARK_CAPTURE(plan_whole, moe, std::string("moe"))->Apply([](auto* b) { cases(b, false); });
 BENCHMARK_CAPTURE(plan_varied, zipf, std::string("zipf"))
-    ->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Arg(64)->Arg(128)->Unit(benchmark::kMicrosecond);
+    ->Arg(4)
+    ->Arg(8)
+    ->Arg(16)
+    ->Arg(32)
+    ->Arg(64)
+    ->Arg(128)
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(plan_varied, moe, std::string("moe"))
-    ->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Arg(64)->Arg(128)->Unit(benchmark::kMicrosecond);
+    ->Arg(4)
+    ->Arg(8)
+    ->Arg(16)
+    ->Arg(32)
+    ->Arg(64)
+    ->Arg(128)
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(plan_megatron_rank)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
 BENCHMARK(plan_megatron_whole)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(decompose, warm, fast::matching_rule::any, false)
-    ->Arg(16)->Arg(32)->Arg(64)->Unit(benchmark::kMicrosecond);
+    ->Arg(16)
+    ->Arg(32)
+    ->Arg(64)
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(decompose, cold, fast::matching_rule::any, true)
-    ->Arg(16)->Arg(32)->Arg(64)->Unit(benchmark::kMicrosecond);
+    ->Arg(16)
+    ->Arg(32)
+    ->Arg(64)
+    ->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();

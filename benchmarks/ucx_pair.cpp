@@ -16,7 +16,9 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-std::string ucx_error(const char* call, ucs_status_t s) { return std::string(call) + " failed: " + ucs_status_string(s); }
+std::string ucx_error(const char* call, ucs_status_t s) {
+    return std::string(call) + " failed: " + ucs_status_string(s);
+}
 
 ucs_memory_type_t memory_type_of(std::string_view kind) {
     return kind == "cuda" ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
@@ -37,7 +39,8 @@ struct ucx_endpoint {
             void* r = ucp_ep_close_nbx(ep, &p);
             if (UCS_PTR_IS_PTR(r)) {
                 const auto deadline = clock_type::now() + std::chrono::seconds(1);
-                while (ucp_request_check_status(r) == UCS_INPROGRESS && clock_type::now() < deadline) ucp_worker_progress(worker);
+                while (ucp_request_check_status(r) == UCS_INPROGRESS && clock_type::now() < deadline)
+                    ucp_worker_progress(worker);
                 ucp_request_free(r);
             }
         }
@@ -47,7 +50,8 @@ struct ucx_endpoint {
 
     std::string init(ucs_memory_type_t type) {
         ucp_config_t* config = nullptr;
-        if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK) return ucx_error("ucp_config_read", s);
+        if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK)
+            return ucx_error("ucp_config_read", s);
         unsigned major = 0, minor = 0, release = 0;
         ucp_get_version(&major, &minor, &release);
         if (type == UCS_MEMORY_TYPE_CUDA && major == 1 && minor < 16 && std::getenv("UCX_PROTO_ENABLE") == nullptr)
@@ -65,7 +69,8 @@ struct ucx_endpoint {
         attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
         if (ucs_status_t q = ucp_context_query(context, &attr); q != UCS_OK) return ucx_error("ucp_context_query", q);
         if ((attr.memory_types & UCS_BIT(type)) == 0)
-            return std::string("UCX ") + ucp_get_version_string() + " does not support " + ucs_memory_type_names[type] + " memory";
+            return std::string("UCX ") + ucp_get_version_string() + " does not support " + ucs_memory_type_names[type] +
+                   " memory";
         ucp_worker_params_t wp{};
         wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
         wp.thread_mode = UCS_THREAD_MODE_SINGLE;
@@ -82,7 +87,8 @@ struct ucx_endpoint {
         std::size_t length = 0;
         if (ucs_status_t s = ucp_worker_get_address(worker, &address, &length); s != UCS_OK)
             return ucx_error("ucp_worker_get_address", s);
-        std::vector<unsigned char> mine(reinterpret_cast<unsigned char*>(address), reinterpret_cast<unsigned char*>(address) + length);
+        std::vector<unsigned char> mine(reinterpret_cast<unsigned char*>(address),
+                                        reinterpret_cast<unsigned char*>(address) + length);
         ucp_worker_release_address(worker, address);
         const fast::exec::bootstrap boot = arena.bootstrap(rank, timeout);
         std::uint64_t lengths[2] = {0, 0};
@@ -93,7 +99,8 @@ struct ucx_endpoint {
         if (auto st = boot.allgather(mine.data(), both.data(), mine.size()); !st.ok()) return st.message();
         ucp_ep_params_t ep_params{};
         ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-        ep_params.address = reinterpret_cast<const ucp_address_t*>(both.data() + static_cast<std::size_t>(1 - rank) * mine.size());
+        ep_params.address =
+            reinterpret_cast<const ucp_address_t*>(both.data() + static_cast<std::size_t>(1 - rank) * mine.size());
         if (ucs_status_t s = ucp_ep_create(worker, &ep_params, &ep); s != UCS_OK) {
             ep = nullptr;
             return ucx_error("ucp_ep_create", s);
@@ -114,7 +121,9 @@ void on_send(void* request, ucs_status_t status, void* user) {
     ucp_request_free(request);
 }
 
-void on_recv(void* request, ucs_status_t status, const ucp_tag_recv_info_t*, void* user) { on_send(request, status, user); }
+void on_recv(void* request, ucs_status_t status, const ucp_tag_recv_info_t*, void* user) {
+    on_send(request, status, user);
+}
 
 // Counts a request that completed at once; an error fails the exchange.
 bool track(ucs_status_ptr_t r, completions& c) {
@@ -141,7 +150,9 @@ std::string exchange(ucx_endpoint& u, ucs_memory_type_t type, char* send, char* 
     for (int k = 0; k < messages; ++k) {
         p.cb.recv = &on_recv;
         const ucp_tag_t tag = (round << 16) | static_cast<ucp_tag_t>(k);
-        if (!track(ucp_tag_recv_nbx(u.worker, recv + static_cast<std::uint64_t>(k) * bytes, bytes, tag, ~ucp_tag_t{0}, &p), c))
+        if (!track(
+                ucp_tag_recv_nbx(u.worker, recv + static_cast<std::uint64_t>(k) * bytes, bytes, tag, ~ucp_tag_t{0}, &p),
+                c))
             return ucx_error("ucp_tag_recv_nbx", c.status);
         p.cb.send = &on_send;
         if (!track(ucp_tag_send_nbx(u.ep, send + static_cast<std::uint64_t>(k) * bytes, bytes, tag, &p), c))
@@ -208,14 +219,16 @@ std::string run_pair(perf_arena& arena, int rank, perf_memory& mem, const pair_o
     double* values = arena.values(rank);
     std::uint64_t round = 0;
     for (std::size_t s = 0; s < o.sizes.size() && error.empty(); ++s) {
-        const block_table mine = table_of(rank, o.messages, o.sizes[s]), theirs = table_of(1 - rank, o.messages, o.sizes[s]);
+        const block_table mine = table_of(rank, o.messages, o.sizes[s]),
+                          theirs = table_of(1 - rank, o.messages, o.sizes[s]);
         double wrong = 0;
         for (int run = 0; run < o.runs && error.empty(); ++run) {
             const auto key = static_cast<std::uint8_t>(++round * 0x5b);
             if (error = mem.fill(send, mine, key); !error.empty()) break;
             if (!arena.barrier(rank, o.timeout, error)) break;
             const auto t0 = clock_type::now();
-            error = exchange(u, type, static_cast<char*>(send), static_cast<char*>(recv), o.sizes[s], o.messages, round, o.timeout);
+            error = exchange(u, type, static_cast<char*>(send), static_cast<char*>(recv), o.sizes[s], o.messages, round,
+                             o.timeout);
             values[s * static_cast<std::size_t>(o.runs) + static_cast<std::size_t>(run)] =
                 std::chrono::duration<double>(clock_type::now() - t0).count();
             std::uint64_t bad = 0;
@@ -294,7 +307,8 @@ std::vector<protocol_choice> protocols_for(const std::string& info, std::uint64_
     std::string operation;
     for (std::string line; std::getline(ss, line);) {
         if (const auto at = line.find("tag_send:"); at != std::string::npos) {
-            if (protocol_choice c = original_choice(trim(line.substr(at + 9)), bytes); !c.protocol.empty()) original.push_back(c);
+            if (protocol_choice c = original_choice(trim(line.substr(at + 9)), bytes); !c.protocol.empty())
+                original.push_back(c);
             continue;
         }
         if (line.find('|') == std::string::npos) continue;

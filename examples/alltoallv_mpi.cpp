@@ -36,8 +36,10 @@ int main(int argc, char** argv) {
         if (rank == 0 && argc > 2)
             std::fprintf(stderr, "alltoallv-mpi: error: one argument at most, GPUS_PER_SERVER (see --help)\n");
         else if (rank == 0)
-            std::fprintf(stderr, "alltoallv-mpi: error: GPUS_PER_SERVER must be a non-negative integer, got '%s' "
-                                 "(see --help)\n", argv[1]);
+            std::fprintf(stderr,
+                         "alltoallv-mpi: error: GPUS_PER_SERVER must be a non-negative integer, got '%s' "
+                         "(see --help)\n",
+                         argv[1]);
         MPI_Finalize();
         return 2;
     }
@@ -77,8 +79,8 @@ int main(int argc, char** argv) {
                 wrong += recv[rdispls[i] + k] != static_cast<unsigned char>(i * 7 + rank * 13 + k);
         MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
         if (rank == 0)
-            std::printf("alltoallv on %d ranks (%d servers of %d): %s\n", size, comm.servers(),
-                        comm.gpus_per_server(), wrong == 0 ? "every byte right" : "WRONG BYTES");
+            std::printf("alltoallv on %d ranks (%d servers of %d): %s\n", size, comm.servers(), comm.gpus_per_server(),
+                        wrong == 0 ? "every byte right" : "WRONG BYTES");
     } // the communicator goes before MPI_Finalize
     MPI_Finalize();
     return wrong == 0 ? 0 : 1;

@@ -36,8 +36,8 @@ struct cluster_options {
 /// the interval ("must be in (0, 1e+06], got 0"), in a few digits (CLI11's own ranges print
 /// doubles in full: 300 digits for the largest).
 inline CLI::Validator in_interval(double min, double max, bool open_min = false) {
-    const std::string interval = (open_min ? "(" : "[") + fast::detail::format_number(min) + ", " +
-                                 fast::detail::format_number(max) + "]";
+    const std::string interval =
+        (open_min ? "(" : "[") + fast::detail::format_number(min) + ", " + fast::detail::format_number(max) + "]";
     return CLI::Validator(
         [=](std::string& text) {
             double v = 0;
@@ -59,8 +59,9 @@ inline const CLI::Validator non_negative(
 inline void add_cluster_options(CLI::App& app, cluster_options& o) {
     app.add_option("--servers", o.servers, "servers in the cluster")->capture_default_str();
     app.add_option("--gpus", o.gpus, "GPUs per server")->capture_default_str();
-    app.add_option("--workload", o.workload,
-                   "uniform | zipf[:S] | moe[:tokens=N,topk=K,zipf=S|lognormal=SIGMA,token_bytes=B] | file:PATH[@INDEX]")
+    app.add_option(
+           "--workload", o.workload,
+           "uniform | zipf[:S] | moe[:tokens=N,topk=K,zipf=S|lognormal=SIGMA,token_bytes=B] | file:PATH[@INDEX]")
         ->capture_default_str();
     app.add_option("--bytes-per-gpu", o.bytes_per_gpu, "bytes each GPU sends on average (suffixes K, M, G, T)")
         ->capture_default_str();

@@ -12,8 +12,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include <fast/fast.hpp>
 #include <fast/detail/random.hpp>
+#include <fast/fast.hpp>
 #include <fast/plan_json.hpp>
 
 #include "cluster_options.hpp"
@@ -110,7 +110,9 @@ std::string label_of(fast::scheduler s, fast::policy p) {
     return label;
 }
 
-variant variant_of(const fast::plan_options& x) { return {label_of(x.scheduler, x.policy), x}; }
+variant variant_of(const fast::plan_options& x) {
+    return {label_of(x.scheduler, x.policy), x};
+}
 
 std::vector<variant> variants_of(const options& o) {
     fast::plan_options base;
@@ -149,7 +151,8 @@ std::vector<variant> variants_of(const options& o) {
         x.policy = p;
         out.push_back(variant_of(x));
     }
-    for (const fast::scheduler s : {fast::scheduler::fast_unbalanced, fast::scheduler::spreadout, fast::scheduler::direct}) {
+    for (const fast::scheduler s :
+         {fast::scheduler::fast_unbalanced, fast::scheduler::spreadout, fast::scheduler::direct}) {
         fast::plan_options x = base;
         x.scheduler = s;
         out.push_back(variant_of(x));
@@ -198,7 +201,8 @@ std::pair<double, bool> timed_ranks(fast::planner& p, const fast::traffic_matrix
         for (int k = 0; k < repeat; ++k) {
             const auto start = std::chrono::steady_clock::now();
             (void)p.make_rank(m, rank);
-            times.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+            times.push_back(
+                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
         }
         std::sort(times.begin(), times.end());
         slowest = std::max(slowest, times[times.size() / 2]);
@@ -248,8 +252,8 @@ int run_all(const options& o, const fast::topology& topo, const fast::workload_s
     std::printf("workload %s: all %zu matrices (x %s bytes per unit); planning time: median over matrices of "
                 "the median of --repeat %d\n\n",
                 o.workload.c_str(), all.size(), o.unit_bytes.c_str(), o.repeat);
-    std::printf("%-24s %8s %6s %11s %10s %7s %7s %7s %9s  %s\n", "scheduler", "matrices", "steps",
-                "stages(max)", "plan(us)", "mean", "p95", "max", "scratch", "verified");
+    std::printf("%-24s %8s %6s %11s %10s %7s %7s %7s %9s  %s\n", "scheduler", "matrices", "steps", "stages(max)",
+                "plan(us)", "mean", "p95", "max", "scratch", "verified");
     std::fflush(stdout);
     int failures = 0;
     for (const variant& v : variants) {
@@ -285,9 +289,10 @@ int run_all(const options& o, const fast::topology& topo, const fast::workload_s
         const std::size_t p95 = (all.size() * 95 + 99) / 100 - 1;
         char stage_text[32];
         std::snprintf(stage_text, sizeof stage_text, "%.1f(%zu)", stages / n, most_stages);
-        std::printf("%-24s %8zu %6.1f %11s %10.1f %7.4f %7.4f %7.4f %8.0f%%  %s\n", v.label.c_str(), all.size(),
-                    steps / n, stage_text, planning[planning.size() / 2], mean, ratios[p95], ratios.back(),
-                    100 * scratch, verified == all.size() ? "all" : (std::to_string(verified) + "/" + std::to_string(all.size())).c_str());
+        std::printf(
+            "%-24s %8zu %6.1f %11s %10.1f %7.4f %7.4f %7.4f %8.0f%%  %s\n", v.label.c_str(), all.size(), steps / n,
+            stage_text, planning[planning.size() / 2], mean, ratios[p95], ratios.back(), 100 * scratch,
+            verified == all.size() ? "all" : (std::to_string(verified) + "/" + std::to_string(all.size())).c_str());
         std::fflush(stdout);
         if (verified != all.size()) ++failures;
     }
@@ -299,9 +304,8 @@ void check_matrix_file(const options& o, const fast::topology& topo, const fast:
     try {
         (void)fast::describe_matrix_file(spec.path, topo.ranks());
     } catch (const fast::invalid_argument& e) {
-        throw fast::invalid_argument(std::string(e.what()) + " (--servers " + std::to_string(o.servers) +
-                                     " x --gpus " + std::to_string(o.gpus) + " = " + std::to_string(topo.ranks()) +
-                                     " ranks)");
+        throw fast::invalid_argument(std::string(e.what()) + " (--servers " + std::to_string(o.servers) + " x --gpus " +
+                                     std::to_string(o.gpus) + " = " + std::to_string(topo.ranks()) + " ranks)");
     }
 }
 
@@ -351,8 +355,7 @@ row plan_row(const variant& v, const traffic_case& c, const options& o, progress
                 c.lower_bound_us > 0 ? predicted / c.lower_bound_us : 0.0, algbw, 100 * scratch_share(p, c.matrix),
                 ok ? "yes" : "NO");
     std::fflush(stdout);
-    if (!check.ok())
-        std::fprintf(stderr, "fast-plan: %s: %s\n", label.c_str(), check.message().c_str());
+    if (!check.ok()) std::fprintf(stderr, "fast-plan: %s: %s\n", label.c_str(), check.message().c_str());
     else if (!programs_equal)
         std::fprintf(stderr, "fast-plan: %s: a rank's program differs from the whole plan's part\n", label.c_str());
     return {std::move(p), planning_us, ok};
@@ -377,7 +380,8 @@ void write_svg(const options& o, std::ofstream& out, const std::vector<variant>&
     }
     fast_plan::timeline_options to;
     to.title = "fast-plan: " + std::to_string(c.topo.servers) + " servers x " + std::to_string(c.topo.gpus_per_server) +
-               " GPUs, " + o.workload + (o.unit_bytes != "1" ? " (" + o.unit_bytes + " bytes per unit)" : std::string());
+               " GPUs, " + o.workload +
+               (o.unit_bytes != "1" ? " (" + o.unit_bytes + " bytes per unit)" : std::string());
     char bound[64];
     std::snprintf(bound, sizeof bound, "%.1f", c.lower_bound_us);
     to.subtitle = fast_tools::fabric_text(o.preset, c.topo) + "; " + fast_tools::human_bytes(c.total_bytes) +
@@ -401,7 +405,8 @@ int run_plan(const options& o) {
     if (spec.kind == fast::workload_kind::file) check_matrix_file(o, topo, spec);
     if (o.all) {
         if (spec.kind != fast::workload_kind::file || spec.indexed)
-            throw fast::invalid_argument("--all plans every matrix of a file: give --workload file:PATH without @INDEX");
+            throw fast::invalid_argument(
+                "--all plans every matrix of a file: give --workload file:PATH without @INDEX");
         if (!o.json.empty() || !o.svg.empty()) throw fast::invalid_argument("--all writes no --json or --svg");
         return run_all(o, topo, spec, unit);
     }
@@ -512,7 +517,8 @@ int main(int argc, char** argv) {
     trace->add_option("prefix", to.prefix, "the traces' prefix: PREFIX.rank<R>.json for every rank")->required();
     trace->add_option("--svg", to.svg, "draw one call's measured and predicted timelines to FILE");
     trace->add_option("--call", to.call, "the call --svg draws (default: the last)")->check(CLI::NonNegativeNumber);
-    trace->add_option("--chrome", to.chrome, "every rank's events in one Chrome trace FILE (Perfetto, chrome://tracing)");
+    trace->add_option("--chrome", to.chrome,
+                      "every rank's events in one Chrome trace FILE (Perfetto, chrome://tracing)");
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp&) {

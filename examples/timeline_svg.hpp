@@ -136,8 +136,12 @@ struct timeline_layout {
         const int ranks = topo.ranks();
         by_server = o.lanes == lane_mode::server || (o.lanes == lane_mode::automatic && ranks > o.aggregate_above);
         lanes = by_server ? topo.servers : ranks;
-        lane_h = by_server ? (lanes <= 16 ? 16.0 : lanes <= 64 ? 11.0 : 7.0)
-                           : (lanes <= 16 ? 18.0 : lanes <= 32 ? 14.0 : 10.0);
+        lane_h = by_server ? (lanes <= 16   ? 16.0
+                              : lanes <= 64 ? 11.0
+                                            : 7.0)
+                           : (lanes <= 16   ? 18.0
+                              : lanes <= 32 ? 14.0
+                                            : 10.0);
         gap_between_servers = by_server ? 0.0 : 3.0;
         t_max = o.lower_bound_us;
         for (const timeline_panel& p : panels) t_max = std::max(t_max, p.prediction.completion_us);
@@ -167,13 +171,15 @@ struct timeline_layout {
 };
 
 inline void put_header(std::string& svg, const timeline_layout& l, const timeline_options& o) {
-    put(svg, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
-             "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n",
+    put(svg,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+        "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n",
         l.width, l.height, l.width, l.height);
     put(svg, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n", l.width, l.height);
     put(svg, "<text x=\"%.0f\" y=\"24\" font-size=\"17\" font-weight=\"bold\">%s</text>\n", l.left,
         escape(o.title).c_str());
-    put(svg, "<text x=\"%.0f\" y=\"43\" font-size=\"12\" fill=\"#444\">%s</text>\n", l.left, escape(o.subtitle).c_str());
+    put(svg, "<text x=\"%.0f\" y=\"43\" font-size=\"12\" fill=\"#444\">%s</text>\n", l.left,
+        escape(o.subtitle).c_str());
 }
 
 inline void put_legend(std::string& svg, const timeline_layout& l) {
@@ -184,8 +190,9 @@ inline void put_legend(std::string& svg, const timeline_layout& l) {
         put(svg, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">%s</text>\n", x + 20, y + 9, port_name[q]);
         x += 20 + 7.0 * static_cast<double>(std::string(port_name[q]).size()) + 14;
     }
-    put(svg, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#d62728\" stroke-width=\"1.6\" "
-             "stroke-dasharray=\"5,3\"/>",
+    put(svg,
+        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#d62728\" stroke-width=\"1.6\" "
+        "stroke-dasharray=\"5,3\"/>",
         x, y - 2, x, y + 12);
     put(svg, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">lower bound T_lb</text>\n", x + 5, y + 9);
     x += 112;
@@ -193,12 +200,14 @@ inline void put_legend(std::string& svg, const timeline_layout& l) {
         x, y + 12);
     put(svg, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">predicted completion</text>\n", x + 5, y + 9);
     x += 136;
-    put(svg, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#777\" stroke-width=\"1\" "
-             "stroke-dasharray=\"2,2\"/>",
+    put(svg,
+        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#777\" stroke-width=\"1\" "
+        "stroke-dasharray=\"2,2\"/>",
         x, y - 2, x, y + 12);
     put(svg, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">stage boundary</text>\n", x + 5, y + 9);
-    put(svg, "<text x=\"%.0f\" y=\"%.1f\" font-size=\"10\" fill=\"#555\">%s; stage boundaries: where the "
-             "busiest rank's scale-out steps change</text>\n",
+    put(svg,
+        "<text x=\"%.0f\" y=\"%.1f\" font-size=\"10\" fill=\"#555\">%s; stage boundaries: where the "
+        "busiest rank's scale-out steps change</text>\n",
         l.left, y + 26,
         l.by_server ? "one lane per server, four rows per lane (the ports); shade = share of the server's GPUs "
                       "whose port is busy"
@@ -207,16 +216,17 @@ inline void put_legend(std::string& svg, const timeline_layout& l) {
 }
 
 // The panel's label and figures, the server bands and their labels.
-inline void put_panel_frame(std::string& svg, const timeline_layout& l, const timeline_panel& panel,
-                            std::size_t index, const timeline_options& o) {
+inline void put_panel_frame(std::string& svg, const timeline_layout& l, const timeline_panel& panel, std::size_t index,
+                            const timeline_options& o) {
     const fast::plan& plan = *panel.plan;
     const double top = l.panel_top(index);
     const double completion = panel.prediction.completion_us;
     const double ratio = o.lower_bound_us > 0 ? completion / o.lower_bound_us : 0.0;
     put(svg, "<text x=\"%.0f\" y=\"%.1f\" font-size=\"14\" font-weight=\"bold\">%s</text>", l.left, top + 19,
         escape(panel.label).c_str());
-    put(svg, "<text x=\"%.0f\" y=\"%.1f\" font-size=\"12\" fill=\"#333\">%zu step%s, %zu stage%s; %s "
-             "%.1f us = %.3f x T_lb</text>\n",
+    put(svg,
+        "<text x=\"%.0f\" y=\"%.1f\" font-size=\"12\" fill=\"#333\">%zu step%s, %zu stage%s; %s "
+        "%.1f us = %.3f x T_lb</text>\n",
         l.left + 9.0 * static_cast<double>(panel.label.size()) + 14, top + 19, plan.steps(),
         plan.steps() == 1 ? "" : "s", fast::count_stages(plan), fast::count_stages(plan) == 1 ? "" : "s",
         panel.measured ? "measured" : "predicted", completion, ratio);
@@ -228,8 +238,9 @@ inline void put_panel_frame(std::string& svg, const timeline_layout& l, const ti
             put(svg, "<rect x=\"%.0f\" y=\"%.1f\" width=\"%.0f\" height=\"%.1f\" fill=\"#f2f2f2\"/>\n", l.left - 4, y0,
                 l.plot_width + 8, h);
         if (!l.by_server || l.lanes <= 32 || s % 4 == 0)
-            put(svg, "<text x=\"%.0f\" y=\"%.1f\" font-size=\"%.0f\" text-anchor=\"end\" "
-                     "dominant-baseline=\"middle\">server %d</text>\n",
+            put(svg,
+                "<text x=\"%.0f\" y=\"%.1f\" font-size=\"%.0f\" text-anchor=\"end\" "
+                "dominant-baseline=\"middle\">server %d</text>\n",
                 l.by_server ? l.left - 8 : l.left - 30, y0 + h / 2, l.by_server ? std::min(11.0, l.lane_h + 1) : 11.0,
                 s);
     }
@@ -243,8 +254,9 @@ inline void put_rank_lanes(std::string& svg, const timeline_layout& l, const fas
     for (int r = 0; r < ranks; ++r) {
         put(svg, "<g class=\"lane\" data-rank=\"%d\">", r);
         if (l.lane_h >= 9)
-            put(svg, "<text x=\"%.0f\" y=\"%.1f\" font-size=\"%.0f\" fill=\"#555\" text-anchor=\"end\" "
-                     "dominant-baseline=\"middle\">%d</text>",
+            put(svg,
+                "<text x=\"%.0f\" y=\"%.1f\" font-size=\"%.0f\" fill=\"#555\" text-anchor=\"end\" "
+                "dominant-baseline=\"middle\">%d</text>",
                 l.left - 8, l.lane_top(index, r) + l.lane_h / 2, std::min(10.0, l.lane_h - 1), l.topo.local_of(r));
         for (const fast::port_batch* b : of_rank[static_cast<std::size_t>(r)]) {
             const int q = static_cast<int>(b->port);
@@ -271,11 +283,13 @@ inline void put_server_lanes(std::string& svg, const timeline_layout& l, const f
     const auto servers = static_cast<std::size_t>(l.topo.servers);
     std::vector<double> busy(servers * ports * px, 0.0);
     for (const fast::port_batch& b : pr.batches) {
-        double* row = busy.data() +
-                      (static_cast<std::size_t>(l.topo.server_of(b.rank)) * ports + static_cast<std::size_t>(b.port)) * px;
+        double* row =
+            busy.data() +
+            (static_cast<std::size_t>(l.topo.server_of(b.rank)) * ports + static_cast<std::size_t>(b.port)) * px;
         const double x0 = b.start_us * l.scale;
         const double x1 = std::max(x0 + 0.25, b.end_us * l.scale); // a short batch still shows
-        for (auto c = static_cast<std::size_t>(std::max(0.0, std::floor(x0))); c < px && static_cast<double>(c) < x1; ++c)
+        for (auto c = static_cast<std::size_t>(std::max(0.0, std::floor(x0))); c < px && static_cast<double>(c) < x1;
+             ++c)
             row[c] += std::min(x1, static_cast<double>(c + 1)) - std::max(x0, static_cast<double>(c));
     }
     for (int s = 0; s < l.topo.servers; ++s) {
@@ -293,7 +307,8 @@ inline void put_server_lanes(std::string& svg, const timeline_layout& l, const f
                 const int shade = level(c);
                 std::size_t e = c + 1;
                 while (e < px && level(e) == shade) ++e;
-                if (shade > 0) put(paths[shade], "M%.0f %.1fh%zuv%.1fh-%zuz", l.left + static_cast<double>(c), y, e - c, h, e - c);
+                if (shade > 0)
+                    put(paths[shade], "M%.0f %.1fh%zuv%.1fh-%zuz", l.left + static_cast<double>(c), y, e - c, h, e - c);
                 c = e;
             }
             for (int shade = 1; shade <= 8; ++shade)
@@ -310,8 +325,9 @@ inline void put_stage_boundaries(std::string& svg, const timeline_layout& l, con
                                  std::size_t index) {
     const int busiest = busiest_rank(pr, l.topo.ranks());
     const double lanes_top = l.lanes_top(index);
-    put(svg, "<g class=\"stages\" data-rank=\"%d\" stroke=\"#666\" stroke-width=\"0.8\" stroke-dasharray=\"2,2\" "
-             "stroke-opacity=\"0.7\">",
+    put(svg,
+        "<g class=\"stages\" data-rank=\"%d\" stroke=\"#666\" stroke-width=\"0.8\" stroke-dasharray=\"2,2\" "
+        "stroke-opacity=\"0.7\">",
         busiest);
     std::vector<double> starts;
     for (const fast::port_batch& b : pr.batches)
@@ -322,8 +338,9 @@ inline void put_stage_boundaries(std::string& svg, const timeline_layout& l, con
             lanes_top + l.lanes_h + 2);
     svg += "</g>\n";
     if (!l.by_server)
-        put(svg, "<text x=\"%.0f\" y=\"%.1f\" font-size=\"10\" fill=\"#666\" dominant-baseline=\"middle\">"
-                 "&#9664; busiest NIC</text>\n",
+        put(svg,
+            "<text x=\"%.0f\" y=\"%.1f\" font-size=\"10\" fill=\"#666\" dominant-baseline=\"middle\">"
+            "&#9664; busiest NIC</text>\n",
             l.left + l.plot_width + 6, l.lane_top(index, busiest) + l.lane_h / 2);
 }
 
@@ -333,8 +350,9 @@ inline void put_completion_and_axis(std::string& svg, const timeline_layout& l, 
     const double y_top = l.lanes_top(index) - 14;
     const double y_bottom = l.lanes_top(index) + l.lanes_h + 2;
     const double xc = l.x_of(completion_us);
-    put(svg, "<line class=\"completion\" x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"black\" "
-             "stroke-width=\"1.6\"/>",
+    put(svg,
+        "<line class=\"completion\" x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"black\" "
+        "stroke-width=\"1.6\"/>",
         xc, y_top, xc, y_bottom);
     put(svg, "<text x=\"%.2f\" y=\"%.1f\" font-size=\"11\">%.0f us</text>\n", xc + 4, y_top + 9, completion_us);
     const double y_axis = y_bottom + 2;
@@ -355,8 +373,9 @@ inline void put_lower_bound(std::string& lines, const timeline_layout& l, double
     const double y_bottom = l.lanes_top(index) + l.lanes_h + 2;
     const double xl = l.x_of(lower_bound_us);
     put(lines, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\"/>", xl, y_top, xl, y_bottom);
-    put(lines, "<text x=\"%.2f\" y=\"%.1f\" font-size=\"11\" fill=\"#d62728\" stroke=\"none\" "
-               "text-anchor=\"end\">T_lb %.0f us</text>\n",
+    put(lines,
+        "<text x=\"%.2f\" y=\"%.1f\" font-size=\"11\" fill=\"#d62728\" stroke=\"none\" "
+        "text-anchor=\"end\">T_lb %.0f us</text>\n",
         xl - 4, y_top + 9, lower_bound_us);
 }
 
@@ -374,10 +393,8 @@ inline std::string render_timeline_svg(std::span<const timeline_panel> panels, c
         const timeline_panel& panel = panels[index];
         detail::put(svg, "<g class=\"panel\" data-label=\"%s\">\n", detail::escape(panel.label).c_str());
         detail::put_panel_frame(svg, layout, panel, index, o);
-        if (layout.by_server)
-            detail::put_server_lanes(svg, layout, panel.prediction, index);
-        else
-            detail::put_rank_lanes(svg, layout, panel.prediction, index);
+        if (layout.by_server) detail::put_server_lanes(svg, layout, panel.prediction, index);
+        else detail::put_rank_lanes(svg, layout, panel.prediction, index);
         detail::put_stage_boundaries(svg, layout, panel.prediction, index);
         detail::put_completion_and_axis(svg, layout, panel.prediction.completion_us, index);
         svg += "\n</g>\n";

@@ -84,8 +84,9 @@ inline std::vector<rank_trace> read_traces(const std::string& prefix) {
 // The planner every rank ran: topology and options from rank 0's file.
 inline fast::topology topology_of(const json& d) {
     const json& f = d.at("fabric");
-    fast::topology t{d.at("servers").get<int>(), d.at("gpus_per_server").get<int>(), f.at("scale_up_gbps").get<double>(),
-                     f.at("scale_out_gbps").get<double>(), f.at("alpha_up_us").get<double>(), f.at("alpha_out_us").get<double>()};
+    fast::topology t{d.at("servers").get<int>(),          d.at("gpus_per_server").get<int>(),
+                     f.at("scale_up_gbps").get<double>(), f.at("scale_out_gbps").get<double>(),
+                     f.at("alpha_up_us").get<double>(),   f.at("alpha_out_us").get<double>()};
     fast::validate(t);
     return t;
 }
@@ -113,8 +114,8 @@ inline std::vector<call_record> calls_of(const std::vector<rank_trace>& ranks) {
         for (const rank_trace& t : ranks) {
             const json& calls = t.doc.at("calls");
             if (calls.size() != count)
-                throw fast::invalid_argument("rank " + std::to_string(t.rank) + " traced " + std::to_string(calls.size()) +
-                                             " calls, rank 0 " + std::to_string(count));
+                throw fast::invalid_argument("rank " + std::to_string(t.rank) + " traced " +
+                                             std::to_string(calls.size()) + " calls, rank 0 " + std::to_string(count));
             const json& x = calls[k];
             c.seq = x.at("seq").get<std::uint64_t>();
             c.kind = x.at("kind").get<std::string>();
@@ -131,7 +132,8 @@ inline std::vector<call_record> calls_of(const std::vector<rank_trace>& ranks) {
             c.end = std::max(c.end, x.at("end").get<std::uint64_t>());
             c.agree_us = std::max(c.agree_us, agreed > start ? static_cast<double>(agreed - start) / 1e3 : 0.0);
             c.plan_us = std::max(c.plan_us, planned > agreed ? static_cast<double>(planned - agreed) / 1e3 : 0.0);
-            c.compile_us = std::max(c.compile_us, compiled > planned ? static_cast<double>(compiled - planned) / 1e3 : 0.0);
+            c.compile_us =
+                std::max(c.compile_us, compiled > planned ? static_cast<double>(compiled - planned) / 1e3 : 0.0);
             for (const json& st : x.at("steps")) {
                 c.first_step = std::min(c.first_step, st.at(1).get<std::uint64_t>());
                 c.last_step_end = std::max(c.last_step_end, st.at(2).get<std::uint64_t>());
@@ -162,7 +164,8 @@ inline fast::prediction measured(const std::vector<rank_trace>& ranks, const cal
             else if (kind == "send") ports = {out ? fast::port::out_send : fast::port::up_send};
             else ports = {out ? fast::port::out_recv : fast::port::up_recv};
             for (const fast::port q : ports) {
-                auto [it, fresh] = batches.try_emplace({step, static_cast<int>(q)}, fast::port_batch{step, t.rank, q, post, done, 0});
+                auto [it, fresh] =
+                    batches.try_emplace({step, static_cast<int>(q)}, fast::port_batch{step, t.rank, q, post, done, 0});
                 fast::port_batch& b = it->second;
                 if (!fresh) {
                     b.start_us = std::min(b.start_us, post);
@@ -170,7 +173,8 @@ inline fast::prediction measured(const std::vector<rank_trace>& ranks, const cal
                 }
                 b.bytes += bytes;
             }
-            p.rank_finish_us[static_cast<std::size_t>(t.rank)] = std::max(p.rank_finish_us[static_cast<std::size_t>(t.rank)], done);
+            p.rank_finish_us[static_cast<std::size_t>(t.rank)] =
+                std::max(p.rank_finish_us[static_cast<std::size_t>(t.rank)], done);
         }
         for (const auto& [key, b] : batches) p.batches.push_back(b);
     }
@@ -269,8 +273,9 @@ inline int run_trace(const trace_options& o) {
         timeline_options to;
         to.title = "fast-plan trace: call " + std::to_string(pick) + " of " + o.prefix;
         char sub[256];
-        std::snprintf(sub, sizeof sub, "%d servers x %d GPUs; scale-up %g GB/s, scale-out %g GB/s, alpha %g/%g us; "
-                                      "the measured panel's bars: per port and step, first post to last completion",
+        std::snprintf(sub, sizeof sub,
+                      "%d servers x %d GPUs; scale-up %g GB/s, scale-out %g GB/s, alpha %g/%g us; "
+                      "the measured panel's bars: per port and step, first post to last completion",
                       topo.servers, topo.gpus_per_server, topo.scale_up_gbps, topo.scale_out_gbps, topo.alpha_up_us,
                       topo.alpha_out_us);
         to.subtitle = sub;

@@ -12,8 +12,8 @@ namespace fast::test {
 /// Verifies `p` against `m`, failing the test with the verifier's message on any violation.
 inline verification check_plan(const plan& p, const traffic_matrix& m) {
     verification v = verify(p, m);
-    INFO("scheduler " << p.scheduler << ", " << p.topology.servers << " x "
-                      << p.topology.gpus_per_server << ": " << v.message());
+    INFO("scheduler " << p.scheduler << ", " << p.topology.servers << " x " << p.topology.gpus_per_server << ": "
+                      << v.message());
     REQUIRE(v.ok());
     REQUIRE(v.delivered_bytes == m.sum());
     if (p.one_to_one_scale_out) REQUIRE(v.one_to_one_scale_out);
@@ -103,8 +103,7 @@ inline random_case make_random_case(std::uint64_t seed, int max_servers = 5, int
         c.shape = "hot receiver";
         const auto hot = static_cast<Eigen::Index>(gen.below(static_cast<std::uint64_t>(r)));
         for (int i = 0; i < r; ++i)
-            for (int j = 0; j < r; ++j)
-                m(i, j) = static_cast<std::int64_t>(gen.below(100)) + (j == hot ? 10000 : 0);
+            for (int j = 0; j < r; ++j) m(i, j) = static_cast<std::int64_t>(gen.below(100)) + (j == hot ? 10000 : 0);
         break;
     }
     }

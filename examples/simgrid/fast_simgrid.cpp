@@ -83,21 +83,22 @@ std::vector<sg4::Host*> build_platform(const fast::topology& t) {
     for (int k = 0; k < r; ++k) {
         const std::string id = std::to_string(t.server_of(k)) + "-" + std::to_string(t.local_of(k));
         hosts.push_back(zone->create_host("gpu-" + id, 1e12)->seal());
-        up_tx.push_back(zone->create_link("nvl-tx-" + id, t.scale_up_gbps * 1e9)->set_latency(t.alpha_up_us * 1e-6)->seal());
+        up_tx.push_back(
+            zone->create_link("nvl-tx-" + id, t.scale_up_gbps * 1e9)->set_latency(t.alpha_up_us * 1e-6)->seal());
         up_rx.push_back(zone->create_link("nvl-rx-" + id, t.scale_up_gbps * 1e9)->set_latency(0)->seal());
-        out_tx.push_back(zone->create_link("nic-tx-" + id, t.scale_out_gbps * 1e9)->set_latency(t.alpha_out_us * 1e-6)->seal());
+        out_tx.push_back(
+            zone->create_link("nic-tx-" + id, t.scale_out_gbps * 1e9)->set_latency(t.alpha_out_us * 1e-6)->seal());
         out_rx.push_back(zone->create_link("nic-rx-" + id, t.scale_out_gbps * 1e9)->set_latency(0)->seal());
     }
     // Non-blocking core: every flow may use the full capacity.
-    const sg4::Link* core = zone->create_link("core", 1e15)
-                                ->set_sharing_policy(sg4::Link::SharingPolicy::FATPIPE)
-                                ->set_latency(0)
-                                ->seal();
+    const sg4::Link* core =
+        zone->create_link("core", 1e15)->set_sharing_policy(sg4::Link::SharingPolicy::FATPIPE)->set_latency(0)->seal();
     for (int i = 0; i < r; ++i)
         for (int j = 0; j < r; ++j) {
             std::vector<sg4::LinkInRoute> links;
             if (t.same_server(i, j)) {
-                links = {sg4::LinkInRoute(up_tx[static_cast<std::size_t>(i)]), sg4::LinkInRoute(up_rx[static_cast<std::size_t>(j)])};
+                links = {sg4::LinkInRoute(up_tx[static_cast<std::size_t>(i)]),
+                         sg4::LinkInRoute(up_rx[static_cast<std::size_t>(j)])};
             } else {
                 links = {sg4::LinkInRoute(out_tx[static_cast<std::size_t>(i)]), sg4::LinkInRoute(core),
                          sg4::LinkInRoute(out_rx[static_cast<std::size_t>(j)])};
@@ -171,7 +172,8 @@ job plan_job(const std::string& label, const fast::traffic_matrix& m, const std:
     j.scheduler = scheduler;
     const fast::verification v = fast::verify(j.plan, m);
     j.verified = v.ok() && v.delivered_bytes == m.sum();
-    if (!v.ok()) std::fprintf(stderr, "fast-simgrid: %s %s: %s\n", label.c_str(), scheduler.c_str(), v.message().c_str());
+    if (!v.ok())
+        std::fprintf(stderr, "fast-simgrid: %s %s: %s\n", label.c_str(), scheduler.c_str(), v.message().c_str());
     j.model_us = fast::predict_us(j.plan);
     j.lower_bound_us = fast::lower_bound_us(m, topo);
     j.program = fast::make_rank_steps(j.plan);
@@ -255,8 +257,7 @@ int print_jobs(const options& o, const fast::topology& topo, const std::vector<j
     std::printf("workload %s\n\n", o.plan_file.empty() ? o.workload.c_str() : o.plan_file.c_str());
     std::printf("%-10s %-18s %6s %9s %12s %12s %9s %8s %8s  %s\n", "matrix", "scheduler", "steps", "transfers",
                 "model(us)", "simgrid(us)", "sim/model", "model/lb", "sim/lb", "verified");
-    if (csv.is_open())
-        csv << "matrix,scheduler,steps,transfers,lower_bound_us,model_us,simgrid_us,verified\n";
+    if (csv.is_open()) csv << "matrix,scheduler,steps,transfers,lower_bound_us,model_us,simgrid_us,verified\n";
     int failures = 0;
     for (const job& j : jobs) {
         std::printf("%-10s %-18s %6zu %9zu %12.2f %12.2f %9.4f %8.4f %8.4f  %s\n", j.workload.c_str(),
@@ -331,8 +332,10 @@ void print_agreement(const labelled_matrices& matrices, const std::vector<job>& 
             if (j.workload == label) row.push_back(&j);
         auto by_model = row;
         auto by_sim = row;
-        std::stable_sort(by_model.begin(), by_model.end(), [](const job* a, const job* b) { return a->model_us < b->model_us; });
-        std::stable_sort(by_sim.begin(), by_sim.end(), [](const job* a, const job* b) { return a->simulated_us < b->simulated_us; });
+        std::stable_sort(by_model.begin(), by_model.end(),
+                         [](const job* a, const job* b) { return a->model_us < b->model_us; });
+        std::stable_sort(by_sim.begin(), by_sim.end(),
+                         [](const job* a, const job* b) { return a->simulated_us < b->simulated_us; });
         same += by_model == by_sim ? 1 : 0;
     }
     std::printf("\nscheduler order: SimGrid agrees with the cost model on %zu of %zu matri%s\n", same, matrices.size(),
@@ -380,8 +383,9 @@ int main(int argc, char** argv) {
     fast_tools::add_cluster_options(app, o);
     app.add_option("--every", o.every, "file workloads: replay every N-th matrix from INDEX on (0: only INDEX)")
         ->check(fast_tools::non_negative);
-    app.add_option("--schedulers", o.schedulers,
-                   "comma-separated: fast, fast:POLICY (rail-packed, bottleneck, exact), fast-unbalanced, direct, spreadout")
+    app.add_option(
+           "--schedulers", o.schedulers,
+           "comma-separated: fast, fast:POLICY (rail-packed, bottleneck, exact), fast-unbalanced, direct, spreadout")
         ->capture_default_str();
     app.add_option("--csv", o.csv, "also write the results to FILE as CSV");
     app.add_option("--plan", o.plan_file, "replay this fast-plan/1 file (its topology) instead of planning");

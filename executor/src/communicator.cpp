@@ -110,7 +110,7 @@ std::string config_error(const config& cfg) {
 // The planner's scheduler for the executor's.
 fast::scheduler planner_scheduler(exec::scheduler s) {
     return s == exec::scheduler::direct ? fast::scheduler::direct
-         : s == exec::scheduler::fast   ? fast::scheduler::fast
+           : s == exec::scheduler::fast ? fast::scheduler::fast
                                         : fast::scheduler::automatic;
 }
 
@@ -119,7 +119,8 @@ fast::scheduler planner_scheduler(exec::scheduler s) {
 status compare_configurations(const hello& h, const hello& h0, int r, const std::string& prefix) {
     auto differs = [&](const char* field, const std::string& a, const std::string& b) {
         return status(errc::invalid_argument, prefix + "ranks pass different configurations: rank " +
-                                                  std::to_string(r) + " has " + field + " = " + a + ", rank 0 has " + b);
+                                                  std::to_string(r) + " has " + field + " = " + a + ", rank 0 has " +
+                                                  b);
     };
     auto sched = [](std::int32_t v) { return std::string(to_string(static_cast<exec::scheduler>(v))); };
     auto mem = [](std::int32_t v) { return std::string(to_string(static_cast<exec::memory>(v))); };
@@ -172,15 +173,14 @@ std::uint64_t load_u64(const unsigned char* p) {
 }
 
 const char* kind_name(std::int32_t k) {
-    return k == static_cast<std::int32_t>(call_kind::alltoallv) ? "alltoallv"
-         : k == static_cast<std::int32_t>(call_kind::alltoallv_init) ? "alltoallv_init"
-                                                                    : "an unknown call";
+    return k == static_cast<std::int32_t>(call_kind::alltoallv)        ? "alltoallv"
+           : k == static_cast<std::int32_t>(call_kind::alltoallv_init) ? "alltoallv_init"
+                                                                       : "an unknown call";
 }
 
 // The first rank that reported an error, as one message every rank builds the same way.
 template <class T>
-status first_error(const std::vector<unsigned char>& all, std::size_t stride, int size,
-                   const char* context) {
+status first_error(const std::vector<unsigned char>& all, std::size_t stride, int size, const char* context) {
     int first = -1;
     int count = 0;
     for (int r = 0; r < size; ++r)
@@ -262,13 +262,21 @@ status communicator_impl::set_up(std::vector<unsigned char>& address) {
     std::string why;
     switch (cfg_.memory) {
     case exec::memory::host: memory_ = make_host_backend(); break;
-    case exec::memory::cuda: memory_ = make_cuda_backend(why); memory_type = UCS_MEMORY_TYPE_CUDA; break;
-    case exec::memory::hip: memory_ = make_hip_backend(why); memory_type = UCS_MEMORY_TYPE_ROCM; break;
+    case exec::memory::cuda:
+        memory_ = make_cuda_backend(why);
+        memory_type = UCS_MEMORY_TYPE_CUDA;
+        break;
+    case exec::memory::hip:
+        memory_ = make_hip_backend(why);
+        memory_type = UCS_MEMORY_TYPE_ROCM;
+        break;
     default: why = "config.memory is not a known memory kind";
     }
-    if (!memory_) return why.empty() ? status(errc::out_of_memory, "out of host memory") : status(errc::unsupported, why);
+    if (!memory_)
+        return why.empty() ? status(errc::out_of_memory, "out of host memory") : status(errc::unsupported, why);
     const char* env = std::getenv("FAST_PROGRESS");
-    const bool blocking = env != nullptr ? std::string_view(env) == "blocking" : cfg_.progress == exec::progress::blocking;
+    const bool blocking =
+        env != nullptr ? std::string_view(env) == "blocking" : cfg_.progress == exec::progress::blocking;
     if (std::string e = worker_.init(rank_, size_, memory_type, credits(), blocking); !e.empty())
         return status(e.find("does not support") != std::string::npos ? errc::unsupported : errc::transport, e);
     if (std::string e = worker_.address(address); !e.empty()) return status(errc::transport, e);
@@ -300,8 +308,9 @@ status communicator_impl::agree_on_configuration(const status& local, std::size_
     for (int r = 0; r < size_; ++r) {
         const hello h = entry<hello>(all, sizeof(hello), r);
         if (h.magic != wire_magic || h.version != wire_version)
-            return status(errc::invalid_argument, prefix + "rank " + std::to_string(r) +
-                                                      " runs an incompatible fast executor (or the allgather is broken)");
+            return status(errc::invalid_argument,
+                          prefix + "rank " + std::to_string(r) +
+                              " runs an incompatible fast executor (or the allgather is broken)");
         if (h.size != size_)
             return status(errc::invalid_argument, prefix + "rank " + std::to_string(r) + " was given size " +
                                                       std::to_string(h.size) + ", rank " + std::to_string(rank_) +
@@ -365,7 +374,8 @@ status communicator_impl::handshake() {
         std::uint64_t v = 0;
         std::memcpy(&v, all.data() + static_cast<std::size_t>(r) * sizeof v, sizeof v);
         if (v != (wire_magic ^ static_cast<std::uint64_t>(r)))
-            return status(errc::transport, "rank " + std::to_string(rank_) + ": received a garbled first message from rank " + std::to_string(r));
+            return status(errc::transport, "rank " + std::to_string(rank_) +
+                                               ": received a garbled first message from rank " + std::to_string(r));
     }
     if (status s = flush(); !s.ok()) return s;
     return exchange(control::ready, 0, &mine, sizeof mine, all, "exchanging the second message with every peer");
@@ -443,7 +453,8 @@ void communicator_impl::wait_exchange(exchange_state& x) {
         if (worker_.aborted()) {
             x.code = static_cast<errc>(worker_.abort_code());
             if (x.code <= errc::ok || x.code > errc::internal) x.code = errc::peer_failure;
-            x.error = "rank " + std::to_string(worker_.abort_sender()) + " gave up on the call: " + worker_.abort_message();
+            x.error =
+                "rank " + std::to_string(worker_.abort_sender()) + " gave up on the call: " + worker_.abort_message();
             return;
         }
         if (worker_.error_events() != seen) {
@@ -489,7 +500,9 @@ void communicator_impl::check_exchange(std::size_t bytes, exchange_state& x) {
         if (in.status != UCS_OK || outgoing.status != UCS_OK) {
             x.code = peer_error != UCS_OK ? errc::peer_failure : errc::transport;
             x.error = "with rank " + std::to_string(r) + ": " +
-                      ucx_error(peer_error != UCS_OK ? peer_error : in.status != UCS_OK ? in.status : outgoing.status);
+                      ucx_error(peer_error != UCS_OK  ? peer_error
+                                : in.status != UCS_OK ? in.status
+                                                      : outgoing.status);
             return;
         }
         if (in.length != bytes) { // both ends agree on the size of every exchange: a bug
@@ -528,7 +541,8 @@ status communicator_impl::flush() {
         const bool idle = worker_.progress() == 0;
         if (b.completed < 1 && clock::now() > deadline) { // every round (see exchange)
             worker::abandon(b.slots[0]);
-            const status failure(errc::timeout, "rank " + std::to_string(rank_) + ": flushing the endpoints did not complete within " +
+            const status failure(errc::timeout, "rank " + std::to_string(rank_) +
+                                                    ": flushing the endpoints did not complete within " +
                                                     std::to_string(cfg_.timeout.count()) + " ms");
             mark_failed(failure);
             return failure;
@@ -536,7 +550,8 @@ status communicator_impl::flush() {
         if (idle) worker_.idle(deadline);
     }
     if (b.slots[0].status != UCS_OK && worker_.error_events() == 0) {
-        const status failure(errc::transport, "rank " + std::to_string(rank_) + ": flushing the endpoints failed: " + ucx_error(b.slots[0].status));
+        const status failure(errc::transport, "rank " + std::to_string(rank_) +
+                                                  ": flushing the endpoints failed: " + ucx_error(b.slots[0].status));
         mark_failed(failure);
         return failure;
     }
@@ -590,7 +605,8 @@ void communicator_impl::write_trace() noexcept {
         s.alpha_up_us = cfg_.alpha_up_us;
         s.alpha_out_us = cfg_.alpha_out_us;
         s.split_blocks_when_needed = single_segments();
-        if (const std::string e = trace_.write(s); !e.empty()) std::fprintf(stderr, "fast executor: rank %d: %s\n", rank_, e.c_str());
+        if (const std::string e = trace_.write(s); !e.empty())
+            std::fprintf(stderr, "fast executor: rank %d: %s\n", rank_, e.c_str());
     } catch (...) {
         std::fprintf(stderr, "fast executor: rank %d: out of memory writing the trace\n", rank_);
     }
@@ -619,8 +635,9 @@ void communicator_impl::mark_failed(const status& s) noexcept {
 
 status communicator_impl::check_usable(const char* what) const {
     if (!failed_.ok())
-        return status(errc::comm_failed, "rank " + std::to_string(rank_) + ": " + what +
-                                             " on a communicator that failed earlier (destroy it): " + failed_.message());
+        return status(errc::comm_failed,
+                      "rank " + std::to_string(rank_) + ": " + what +
+                          " on a communicator that failed earlier (destroy it): " + failed_.message());
     if (busy_)
         return status(errc::busy, "rank " + std::to_string(rank_) + ": " + what +
                                       " while another operation of this communicator is in progress");
@@ -655,7 +672,8 @@ std::string communicator_impl::validate(const call_args& a) const {
         for (std::size_t j = 0; j < ur; ++j) {
             const std::size_t c = counts[j];
             if (c == 0) continue;
-            if (c > max_bytes) return std::string(cname) + "[" + std::to_string(j) + "] = " + std::to_string(c) + " is too large";
+            if (c > max_bytes)
+                return std::string(cname) + "[" + std::to_string(j) + "] = " + std::to_string(c) + " is too large";
             if (displs[j] > max_bytes - c)
                 return std::string(dname) + "[" + std::to_string(j) + "] + " + cname + "[" + std::to_string(j) +
                        "] = " + std::to_string(displs[j]) + " + " + std::to_string(c) + " is too large";
@@ -714,18 +732,19 @@ status communicator_impl::agree(call_kind kind, std::uint64_t seq, const call_ar
     for (int r = 0; r < size_; ++r) {
         const call_header e = entry<call_header>(gather_recv_, stride, r);
         if (e.magic != wire_magic || e.seq != h0.seq || e.kind != h0.kind)
-            return status(errc::invalid_argument,
-                          prefix + "ranks are in different collective calls: rank 0 in call " + std::to_string(h0.seq) +
-                              " (" + kind_name(h0.kind) + "), rank " + std::to_string(r) + " in call " +
-                              std::to_string(e.seq) + " (" + kind_name(e.kind) +
-                              "); every rank must make the same calls in the same order");
+            return status(errc::invalid_argument, prefix + "ranks are in different collective calls: rank 0 in call " +
+                                                      std::to_string(h0.seq) + " (" + kind_name(h0.kind) + "), rank " +
+                                                      std::to_string(r) + " in call " + std::to_string(e.seq) + " (" +
+                                                      kind_name(e.kind) +
+                                                      "); every rank must make the same calls in the same order");
     }
     if (status s = first_error<call_header>(gather_recv_, stride, size_, prefix.c_str()); !s.ok()) return s;
     // Plans need split blocks for single-segment messages unless every rank's blocks lie back to
     // back in both buffers (any packed range is then one user range).
     all_contiguous_ = true;
     for (int r = 0; r < size_; ++r)
-        all_contiguous_ = all_contiguous_ && entry<call_header>(gather_recv_, stride, r).layout == (send_contiguous | recv_contiguous);
+        all_contiguous_ = all_contiguous_ &&
+                          entry<call_header>(gather_recv_, stride, r).layout == (send_contiguous | recv_contiguous);
     // Every rank checks every rank's recvcounts against what the senders send.
     std::size_t mismatches = 0;
     std::string first;
@@ -802,7 +821,8 @@ status communicator_impl::ensure_scratch() {
     }
     if (p == nullptr) {
         size = need;
-        p = need > std::numeric_limits<std::size_t>::max() ? nullptr : memory_->allocate(static_cast<std::size_t>(need), error);
+        p = need > std::numeric_limits<std::size_t>::max() ? nullptr
+                                                           : memory_->allocate(static_cast<std::size_t>(need), error);
     }
     if (p == nullptr) {
         const status failure(errc::out_of_memory, "rank " + std::to_string(rank_) + ": cannot allocate the plan's " +
@@ -827,14 +847,12 @@ status communicator_impl::fail_thrown() noexcept {
         throw;
     } catch (const std::bad_alloc&) {
         code = errc::out_of_memory;
-    } catch (...) {
-    }
+    } catch (...) {}
     const char* what = code == errc::out_of_memory ? "out of host memory" : "unexpected exception inside the executor";
     status failure(code, what);
     try {
         failure = status(code, "rank " + std::to_string(rank_) + ": " + what);
-    } catch (...) {
-    }
+    } catch (...) {}
     mark_failed(failure);
     return failure;
 }
@@ -965,7 +983,8 @@ status request_impl::start() {
     if (status s = comm->check_usable("start"); !s.ok()) return s;
     if (comm->scratch_capacity() < compiled.scratch_bytes) {
         // The peers start and wait for this rank: tell them.
-        const status failure(errc::internal, "rank " + std::to_string(comm->rank()) + ": scratch smaller than the request's plan needs");
+        const status failure(errc::internal, "rank " + std::to_string(comm->rank()) +
+                                                 ": scratch smaller than the request's plan needs");
         comm->mark_failed(failure);
         return failure;
     }
@@ -1023,10 +1042,18 @@ status request_impl::wait() {
 
 namespace {
 
-status out_of_memory() noexcept { return status(errc::out_of_memory, "out of host memory"); }
-status unexpected() noexcept { return status(errc::internal, "unexpected exception inside the executor"); }
-status not_created() noexcept { return status(errc::invalid_argument, "the communicator was not created (or was moved from)"); }
-status not_initialised() noexcept { return status(errc::invalid_argument, "the request was not initialised by alltoallv_init"); }
+status out_of_memory() noexcept {
+    return status(errc::out_of_memory, "out of host memory");
+}
+status unexpected() noexcept {
+    return status(errc::internal, "unexpected exception inside the executor");
+}
+status not_created() noexcept {
+    return status(errc::invalid_argument, "the communicator was not created (or was moved from)");
+}
+status not_initialised() noexcept {
+    return status(errc::invalid_argument, "the request was not initialised by alltoallv_init");
+}
 
 // The public API never throws: whatever `body` throws becomes a status.
 template <class Body>
@@ -1061,25 +1088,35 @@ communicator::~communicator() = default;
 communicator::communicator(communicator&&) noexcept = default;
 communicator& communicator::operator=(communicator&&) noexcept = default;
 
-bool communicator::valid() const noexcept { return impl_ != nullptr; }
-int communicator::rank() const noexcept { return impl_ ? impl_->rank() : -1; }
-int communicator::size() const noexcept { return impl_ ? impl_->size() : 0; }
-int communicator::servers() const noexcept { return impl_ ? impl_->servers() : 0; }
-int communicator::gpus_per_server() const noexcept { return impl_ ? impl_->gpus_per_server() : 0; }
-statistics communicator::stats() const noexcept { return impl_ ? impl_->stats() : statistics{}; }
+bool communicator::valid() const noexcept {
+    return impl_ != nullptr;
+}
+int communicator::rank() const noexcept {
+    return impl_ ? impl_->rank() : -1;
+}
+int communicator::size() const noexcept {
+    return impl_ ? impl_->size() : 0;
+}
+int communicator::servers() const noexcept {
+    return impl_ ? impl_->servers() : 0;
+}
+int communicator::gpus_per_server() const noexcept {
+    return impl_ ? impl_->gpus_per_server() : 0;
+}
+statistics communicator::stats() const noexcept {
+    return impl_ ? impl_->stats() : statistics{};
+}
 
 status communicator::alltoallv(const void* send, std::span<const std::size_t> sendcounts,
                                std::span<const std::size_t> sdispls, void* recv,
-                               std::span<const std::size_t> recvcounts,
-                               std::span<const std::size_t> rdispls) noexcept {
+                               std::span<const std::size_t> recvcounts, std::span<const std::size_t> rdispls) noexcept {
     if (!impl_) return not_created();
     return guarded([&] { return impl_->alltoallv({send, sendcounts, sdispls, recv, recvcounts, rdispls}); });
 }
 
 status communicator::alltoallv_init(const void* send, std::span<const std::size_t> sendcounts,
                                     std::span<const std::size_t> sdispls, void* recv,
-                                    std::span<const std::size_t> recvcounts,
-                                    std::span<const std::size_t> rdispls,
+                                    std::span<const std::size_t> recvcounts, std::span<const std::size_t> rdispls,
                                     alltoallv_request& request) noexcept {
     if (!impl_) return not_created();
     return guarded([&] {
@@ -1087,10 +1124,11 @@ status communicator::alltoallv_init(const void* send, std::span<const std::size_
         // Everything this rank allocates comes before init, which agrees with the peers: after it,
         // running out of memory would leave them a request this rank does not have.
         auto r = std::make_unique<detail::request_impl>();
-        r->execution = std::make_unique<detail::operation>(impl_->transport(), impl_->memory(), impl_->timeout(), impl_->rank(),
-                                                    impl_->credits());
+        r->execution = std::make_unique<detail::operation>(impl_->transport(), impl_->memory(), impl_->timeout(),
+                                                           impl_->rank(), impl_->credits());
         if (impl_->trace().on()) r->sendcounts.assign(sendcounts.begin(), sendcounts.end());
-        if (status s = impl_->init({send, sendcounts, sdispls, recv, recvcounts, rdispls}, r->compiled); !s.ok()) return s;
+        if (status s = impl_->init({send, sendcounts, sdispls, recv, recvcounts, rdispls}, r->compiled); !s.ok())
+            return s;
         r->comm = impl_;
         r->send = send;
         r->recv = recv;
@@ -1104,8 +1142,12 @@ alltoallv_request::~alltoallv_request() = default;
 alltoallv_request::alltoallv_request(alltoallv_request&&) noexcept = default;
 alltoallv_request& alltoallv_request::operator=(alltoallv_request&&) noexcept = default;
 
-bool alltoallv_request::valid() const noexcept { return impl_ != nullptr; }
-bool alltoallv_request::active() const noexcept { return impl_ && impl_->active; }
+bool alltoallv_request::valid() const noexcept {
+    return impl_ != nullptr;
+}
+bool alltoallv_request::active() const noexcept {
+    return impl_ && impl_->active;
+}
 
 status alltoallv_request::start() noexcept {
     if (!impl_) return not_initialised();

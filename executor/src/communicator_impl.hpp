@@ -112,7 +112,7 @@ private:
     std::unique_ptr<memory_backend> memory_;
     std::unique_ptr<fast::planner> planner_;
     std::unique_ptr<fast::planner> split_planner_; ///< with split blocks (single-segment messages)
-    std::unique_ptr<operation> operation_; ///< runs this communicator's blocking calls
+    std::unique_ptr<operation> operation_;         ///< runs this communicator's blocking calls
 
     // This rank's part of the plan of the last matrix (cache), and whether it splits blocks.
     bool have_plan_ = false;
@@ -137,7 +137,7 @@ private:
     tracer trace_; ///< config.trace / FAST_TRACE
     std::vector<unsigned char> gather_send_, gather_recv_;
     slot_block exchange_slots_;
-    std::vector<op_slot> exchange_closing_; ///< exchange()'s endpoint-close slots, kept between calls
+    std::vector<op_slot> exchange_closing_;    ///< exchange()'s endpoint-close slots, kept between calls
     std::vector<std::uint64_t> sendcounts_of_; ///< R x R: the traffic matrix of the current call
 };
 

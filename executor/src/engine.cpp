@@ -17,7 +17,8 @@ std::string describe(const op& o) {
     s += std::to_string(o.bytes) + " bytes";
     if (o.kind == op_kind::send) s += " to rank " + std::to_string(o.peer);
     if (o.kind == op_kind::recv) s += " from rank " + std::to_string(o.peer);
-    return s + " (message " + std::to_string(tag_pair_index(o.tag)) + " from rank " + std::to_string(tag_sender(o.tag)) + ")";
+    return s + " (message " + std::to_string(tag_pair_index(o.tag)) + " from rank " +
+           std::to_string(tag_sender(o.tag)) + ")";
 }
 
 } // namespace
@@ -38,8 +39,8 @@ status operation::start(const program& p, const bases& b, std::uint64_t seq) noe
         for (std::size_t k = 0; k < p.segments.size(); ++k) {
             const segment& s = p.segments[k];
             char* base = s.where == region::send   ? static_cast<char*>(const_cast<void*>(b.send))
-                       : s.where == region::recv ? static_cast<char*>(b.recv)
-                                                 : static_cast<char*>(b.scratch);
+                         : s.where == region::recv ? static_cast<char*>(b.recv)
+                                                   : static_cast<char*>(b.scratch);
             iov_[k].buffer = base + s.offset;
             iov_[k].length = s.length;
         }
@@ -47,7 +48,8 @@ status operation::start(const program& p, const bases& b, std::uint64_t seq) noe
         return p.steps() == 0 ? post_flush() : post_step();
     } catch (...) {
         phase_ = phase::done;
-        return status(errc::out_of_memory, "rank " + std::to_string(rank_) + ": out of host memory starting the operation");
+        return status(errc::out_of_memory,
+                      "rank " + std::to_string(rank_) + ": out of host memory starting the operation");
     }
 }
 
@@ -96,13 +98,19 @@ status operation::post_step() noexcept {
                     const ucp_dt_iov_t& src = iov_[o.first + i];
                     const ucp_dt_iov_t& dst = iov_[o.dst_first + j];
                     const std::size_t len = std::min(src.length - si, dst.length - dj);
-                    if (!mem_.copy(static_cast<char*>(dst.buffer) + dj,
-                                   static_cast<const char*>(src.buffer) + si, len, error))
+                    if (!mem_.copy(static_cast<char*>(dst.buffer) + dj, static_cast<const char*>(src.buffer) + si, len,
+                                   error))
                         return fail(errc::transport, "local copy failed: " + error);
                     si += len;
                     dj += len;
-                    if (si == src.length) { ++i; si = 0; }
-                    if (dj == dst.length) { ++j; dj = 0; }
+                    if (si == src.length) {
+                        ++i;
+                        si = 0;
+                    }
+                    if (dj == dst.length) {
+                        ++j;
+                        dj = 0;
+                    }
                 }
                 copies_pending_ = true;
                 s.done = true;
@@ -121,7 +129,9 @@ status operation::post_step() noexcept {
             const ucs_status_t st = worker_.recv(&credit_in_[k], sizeof(std::uint64_t), false,
                                                  make_control_tag(control::credit, seq_, credit_in_peer_[k]), s, true);
             if (st == UCS_INPROGRESS) ++expected_;
-            else if (st != UCS_OK) return fail(errc::transport, "receiving the credit of rank " + std::to_string(credit_in_peer_[k]) + " failed: " + ucx_error(st));
+            else if (st != UCS_OK)
+                return fail(errc::transport, "receiving the credit of rank " + std::to_string(credit_in_peer_[k]) +
+                                                 " failed: " + ucx_error(st));
         }
         for (std::size_t k = 0; k < credit_out_peer_.size(); ++k) {
             op_slot& s = block_.slots[n + k];
@@ -134,8 +144,10 @@ status operation::post_step() noexcept {
             } else if (st != UCS_OK) {
                 if (worker_.peer(peer).error != UCS_OK)
                     return fail(errc::peer_failure, "rank " + std::to_string(peer) + " failed (" +
-                                                        ucx_error(worker_.peer(peer).error) + "); sending its credit impossible");
-                return fail(errc::transport, "sending the credit to rank " + std::to_string(peer) + " failed: " + ucx_error(st));
+                                                        ucx_error(worker_.peer(peer).error) +
+                                                        "); sending its credit impossible");
+                return fail(errc::transport,
+                            "sending the credit to rank " + std::to_string(peer) + " failed: " + ucx_error(st));
             }
         }
         return take_credits();
@@ -164,7 +176,8 @@ status operation::post_message(const op& o, op_slot& s) noexcept {
     } else if (st != UCS_OK) {
         if (worker_.peer(o.peer).error != UCS_OK)
             return fail(errc::peer_failure, "rank " + std::to_string(o.peer) + " failed (" +
-                                                ucx_error(worker_.peer(o.peer).error) + "); " + describe(o) + " impossible");
+                                                ucx_error(worker_.peer(o.peer).error) + "); " + describe(o) +
+                                                " impossible");
         return fail(errc::transport, describe(o) + " failed: " + ucx_error(st));
     }
     return {};
@@ -182,8 +195,10 @@ status operation::take_credits() noexcept {
         if (c.status != UCS_OK) {
             if (worker_.peer(peer).error != UCS_OK)
                 return fail(errc::peer_failure, "rank " + std::to_string(peer) + " failed (" +
-                                                    ucx_error(worker_.peer(peer).error) + ") before sending its credit");
-            return fail(errc::transport, "receiving the credit of rank " + std::to_string(peer) + " failed: " + ucx_error(c.status));
+                                                    ucx_error(worker_.peer(peer).error) +
+                                                    ") before sending its credit");
+            return fail(errc::transport,
+                        "receiving the credit of rank " + std::to_string(peer) + " failed: " + ucx_error(c.status));
         }
         if (credit_in_[k] != prog_->ops[first].step) // credits of one peer arrive in step order
             return fail(errc::internal, "rank " + std::to_string(peer) + " sent a credit for step " +
@@ -229,7 +244,8 @@ status operation::step_outcome() noexcept {
         if (s.status != UCS_OK) {
             if (peer != rank_ && worker_.peer(peer).error != UCS_OK)
                 return fail(errc::peer_failure, "rank " + std::to_string(peer) + " failed (" +
-                                                    ucx_error(worker_.peer(peer).error) + ") during " + describe_slot(k));
+                                                    ucx_error(worker_.peer(peer).error) + ") during " +
+                                                    describe_slot(k));
             return fail(errc::transport, describe_slot(k) + " failed: " + ucx_error(s.status));
         }
         if (const op* o = op_of(k); o != nullptr && o->kind == op_kind::recv && s.length != o->bytes)
@@ -247,8 +263,9 @@ int operation::peer_of(std::size_t slot) const noexcept {
 std::string operation::describe_slot(std::size_t slot) const {
     if (const op* o = op_of(slot)) return describe(*o);
     const std::size_t k = slot - ops_in_step_;
-    return k < credit_out_peer_.size() ? "the credit to rank " + std::to_string(credit_out_peer_[k])
-                                       : "the credit from rank " + std::to_string(credit_in_peer_[k - credit_out_peer_.size()]);
+    return k < credit_out_peer_.size()
+               ? "the credit to rank " + std::to_string(credit_out_peer_[k])
+               : "the credit from rank " + std::to_string(credit_in_peer_[k - credit_out_peer_.size()]);
 }
 
 status operation::advance(bool& done) noexcept {
@@ -341,8 +358,9 @@ std::string operation::pending_summary() const {
                 // A receive whose message sits unmatched would be UCX's fault, not the peer's.
                 std::uint64_t tag = 0;
                 std::size_t length = 0;
-                if (const op* o = op_of(k); o != nullptr && o->kind == op_kind::recv &&
-                                            worker_.probe_unexpected(make_tag(seq_, o->tag), ~std::uint64_t{0}, tag, length))
+                if (const op* o = op_of(k);
+                    o != nullptr && o->kind == op_kind::recv &&
+                    worker_.probe_unexpected(make_tag(seq_, o->tag), ~std::uint64_t{0}, tag, length))
                     list += " [its message arrived and waits unmatched]";
             }
         }
@@ -356,12 +374,12 @@ std::string operation::pending_summary() const {
             const std::uint64_t seq = tag_seq(tag);
             stray = "; unmatched here: message " + std::to_string(tag_pair_index(tag)) + " from rank " +
                     std::to_string(tag_sender(tag)) + ", " + std::to_string(length) + " bytes," +
-                    (seq == tag_seq(make_tag(seq_, 0)) ? " of this call" : " of call " + std::to_string(seq) + " (mod 256)");
+                    (seq == tag_seq(make_tag(seq_, 0)) ? " of this call"
+                                                       : " of call " + std::to_string(seq) + " (mod 256)");
         }
-        return "step " + std::to_string(prog_->ops[first].step + 1) + " of " +
-               std::to_string(prog_->plan_steps) + " did not complete within " + ms + " ms; waiting for " +
-               std::to_string(open) + " of " + std::to_string(block_.slots.size()) + " messages: " + list +
-               (open > 3 ? "; ..." : "") + stray;
+        return "step " + std::to_string(prog_->ops[first].step + 1) + " of " + std::to_string(prog_->plan_steps) +
+               " did not complete within " + ms + " ms; waiting for " + std::to_string(open) + " of " +
+               std::to_string(block_.slots.size()) + " messages: " + list + (open > 3 ? "; ..." : "") + stray;
     } catch (...) {
         return "(out of memory describing the pending transfers)";
     }
@@ -379,7 +397,9 @@ void operation::trace_step() noexcept {
             const bool device_copy = o.kind == op_kind::copy && mem_.name() != "host";
             const std::uint64_t done = s.done_ns != 0 ? s.done_ns : device_copy ? now : post_ns_[k];
             trace_->op({trace_->current(), o.bytes, post_ns_[k], done, o.peer, o.step,
-                        o.kind == op_kind::send ? trace_kind::send : o.kind == op_kind::recv ? trace_kind::recv : trace_kind::copy,
+                        o.kind == op_kind::send   ? trace_kind::send
+                        : o.kind == op_kind::recv ? trace_kind::recv
+                                                  : trace_kind::copy,
                         o.scale_out});
         }
         trace_->step(prog_->ops[first].step, step_start_ns_, now);
@@ -392,7 +412,8 @@ status operation::fail_aborted() noexcept {
     errc code = static_cast<errc>(worker_.abort_code());
     if (code <= errc::ok || code > errc::internal) code = errc::peer_failure;
     try {
-        return fail(code, "rank " + std::to_string(worker_.abort_sender()) + " gave up on the call: " + worker_.abort_message());
+        return fail(code, "rank " + std::to_string(worker_.abort_sender()) +
+                              " gave up on the call: " + worker_.abort_message());
     } catch (...) {
         return fail(code, "a peer gave up on the call");
     }

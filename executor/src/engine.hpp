@@ -91,10 +91,10 @@ private:
     phase phase_ = phase::idle;
     bool broken_ = false;
     bool copies_pending_ = false;
-    std::size_t expected_ = 0; ///< callbacks this step (or flush) is waiting for
+    std::size_t expected_ = 0;    ///< callbacks this step (or flush) is waiting for
     std::size_t seen_errors_ = 0; ///< the worker's endpoint error count when last checked
     std::chrono::steady_clock::time_point deadline_{};
-    slot_block block_;                 ///< the current step's slots (one per op, then credits), or the flush's
+    slot_block block_; ///< the current step's slots (one per op, then credits), or the flush's
     // Credit flow control, per step: slots [ops, ops + credit_out_.size()) send this rank's
     // credits to the ranks it receives from; the next credit_in_.size() slots receive the
     // credits of the ranks it sends to, whose sends wait until theirs is in.
@@ -103,7 +103,7 @@ private:
     std::vector<std::uint64_t> credit_out_, credit_in_;
     std::vector<char> credit_taken_;
     std::size_t credits_missing_ = 0;
-    std::vector<ucp_dt_iov_t> iov_;    ///< the program's segments, resolved to addresses
+    std::vector<ucp_dt_iov_t> iov_; ///< the program's segments, resolved to addresses
     // Tracing (trace_ set): when the step started and when each of its ops was posted.
     tracer* trace_ = nullptr;
     std::uint64_t step_start_ns_ = 0;

@@ -21,8 +21,7 @@ public:
         if (p == nullptr) {
             try {
                 error = "could not allocate " + format_bytes(bytes) + " of host memory";
-            } catch (...) {
-            }
+            } catch (...) {}
         }
         return p;
     }
@@ -50,8 +49,7 @@ std::unique_ptr<memory_backend> make_host_backend() noexcept {
 std::unique_ptr<memory_backend> make_cuda_backend(std::string& error) noexcept {
     try {
         error = "this libfast_executor was built without CUDA support (configure with -Dcuda=enabled)";
-    } catch (...) {
-    }
+    } catch (...) {}
     return nullptr;
 }
 #endif
@@ -60,8 +58,7 @@ std::unique_ptr<memory_backend> make_cuda_backend(std::string& error) noexcept {
 std::unique_ptr<memory_backend> make_hip_backend(std::string& error) noexcept {
     try {
         error = "this libfast_executor was built without HIP support (configure with -Dhip=enabled)";
-    } catch (...) {
-    }
+    } catch (...) {}
     return nullptr;
 }
 #endif
@@ -76,8 +73,7 @@ std::string format_bytes(std::uint64_t bytes) {
         ++u;
     }
     char text[64];
-    std::snprintf(text, sizeof text, "%.1f %s (%llu bytes)", v, units[u],
-                  static_cast<unsigned long long>(bytes));
+    std::snprintf(text, sizeof text, "%.1f %s (%llu bytes)", v, units[u], static_cast<unsigned long long>(bytes));
     return text;
 }
 

@@ -18,8 +18,7 @@ public:
     virtual void release(void* p) noexcept = 0;
     /// Starts copying `bytes` bytes (host copies finish before returning). False with `error`
     /// set on failure.
-    [[nodiscard]] virtual bool copy(void* dst, const void* src, std::size_t bytes,
-                                    std::string& error) noexcept = 0;
+    [[nodiscard]] virtual bool copy(void* dst, const void* src, std::size_t bytes, std::string& error) noexcept = 0;
     /// Whether every copy started so far has finished; false with `error` set on failure. Never
     /// blocks.
     [[nodiscard]] virtual bool poll(bool& done, std::string& error) noexcept = 0;

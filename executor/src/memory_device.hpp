@@ -40,8 +40,7 @@ public:
             try {
                 error = "could not allocate " + format_bytes(bytes) + " on " + Api::label + " device " +
                         std::to_string(device_) + ": " + device_error<Api>("Malloc", e);
-            } catch (...) {
-            }
+            } catch (...) {}
             return nullptr;
         }
         return p;
@@ -56,8 +55,7 @@ public:
         if (e == Api::success) return true;
         try {
             error = device_error<Api>("MemcpyAsync", e);
-        } catch (...) {
-        }
+        } catch (...) {}
         return false;
     }
 
@@ -69,8 +67,7 @@ public:
         }
         try {
             error = device_error<Api>("StreamQuery", e);
-        } catch (...) {
-        }
+        } catch (...) {}
         return false;
     }
 

@@ -29,7 +29,8 @@ std::string map_blocks(const buffer_layout& b, region where, int rank, std::int6
     const std::size_t first = out.size();
     const auto count = b.starts.size();
     // The non-empty block that holds `off`: the last start at or before it.
-    std::size_t k = static_cast<std::size_t>(std::upper_bound(b.starts.begin(), b.starts.end(), off) - b.starts.begin()) - 1;
+    std::size_t k =
+        static_cast<std::size_t>(std::upper_bound(b.starts.begin(), b.starts.end(), off) - b.starts.begin()) - 1;
     for (; n > 0; ++k) {
         if (k >= count) return "internal: block walk ran past the last block";
         const std::int64_t end = k + 1 < count ? b.starts[k + 1] : b.total;
@@ -38,8 +39,7 @@ std::string map_blocks(const buffer_layout& b, region where, int rank, std::int6
         const std::uint64_t user = b.displs[k] + static_cast<std::uint64_t>(off - b.starts[k]);
         if (out.size() > first && out.back().offset + out.back().length == user)
             out.back().length += static_cast<std::uint64_t>(take); // contiguous in the user layout
-        else
-            out.push_back({user, static_cast<std::uint64_t>(take), where});
+        else out.push_back({user, static_cast<std::uint64_t>(take), where});
         off += take;
         n -= take;
     }
@@ -82,7 +82,8 @@ public:
         const rank_transfer& rt = p_.transfers[i];
         const transfer& t = rt.transfer;
         const int me = p_.rank;
-        if (t.bytes <= 0) return "plan transfer " + std::to_string(i) + " of rank " + std::to_string(me) + " has no bytes";
+        if (t.bytes <= 0)
+            return "plan transfer " + std::to_string(i) + " of rank " + std::to_string(me) + " has no bytes";
         op o;
         o.bytes = static_cast<std::uint64_t>(t.bytes);
         o.step = rt.step;
@@ -103,7 +104,8 @@ public:
         o.kind = sending ? op_kind::send : op_kind::recv;
         o.peer = sending ? t.dst : t.src;
         if (o.peer < 0 || o.peer >= p_.topology.ranks() || (t.src != me && t.dst != me))
-            return "plan transfer " + std::to_string(i) + " of rank " + std::to_string(me) + " names a rank out of range";
+            return "plan transfer " + std::to_string(i) + " of rank " + std::to_string(me) +
+                   " names a rank out of range";
         seen_[static_cast<std::size_t>(o.peer)] = 1;
         o.tag = data_tag(t.src, rt.pair_index);
         if (auto e = map_side(t, sending); !e.empty()) return e;
@@ -138,7 +140,8 @@ private:
         std::string e;
         if (b == buffer::scratch) {
             if (off < 0 || off > scratch - t.bytes) return range_error("scratch", p_.rank, off, t.bytes, scratch);
-            out_.segments.push_back({static_cast<std::uint64_t>(off), static_cast<std::uint64_t>(t.bytes), region::scratch});
+            out_.segments.push_back(
+                {static_cast<std::uint64_t>(off), static_cast<std::uint64_t>(t.bytes), region::scratch});
         } else if (source && b == buffer::send) {
             e = map_blocks(send_, region::send, p_.rank, off, t.bytes, out_.segments);
         } else if (!source && b == buffer::recv) {

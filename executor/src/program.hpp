@@ -27,16 +27,16 @@ enum class op_kind : std::uint8_t { recv, send, copy };
 
 /// One message (send or receive) or one self-copy.
 struct op {
-    std::uint64_t tag = 0;   ///< the data tag's low bits: sender and pair index (make_tag adds the call)
+    std::uint64_t tag = 0; ///< the data tag's low bits: sender and pair index (make_tag adds the call)
     std::uint64_t bytes = 0;
     std::uint32_t first = 0; ///< segments [first, first + count): the message, or a copy's source
     std::uint32_t count = 0;
     std::uint32_t dst_first = 0; ///< a copy's destination segments
     std::uint32_t dst_count = 0;
-    std::int32_t peer = -1;      ///< the other rank (this rank for copies)
-    std::uint32_t step = 0;      ///< the schedule's step (numbered alike on every rank)
+    std::int32_t peer = -1; ///< the other rank (this rank for copies)
+    std::uint32_t step = 0; ///< the schedule's step (numbered alike on every rank)
     op_kind kind = op_kind::copy;
-    bool scale_out = false;      ///< the transfer's tier (for traces)
+    bool scale_out = false; ///< the transfer's tier (for traces)
 };
 
 /// Tag layout (64 bits). Data (bit 63 clear): bits 55..62 the call's sequence number, bits
@@ -64,7 +64,9 @@ enum class control : std::uint64_t { hello = 1, ready = 2, counts = 3, abort = 5
 }
 
 // The fields of a data tag (make_tag), for messages that name it.
-[[nodiscard]] constexpr std::uint64_t tag_seq(std::uint64_t tag) noexcept { return (tag >> tag_seq_shift) & tag_seq_mask; }
+[[nodiscard]] constexpr std::uint64_t tag_seq(std::uint64_t tag) noexcept {
+    return (tag >> tag_seq_shift) & tag_seq_mask;
+}
 [[nodiscard]] constexpr int tag_sender(std::uint64_t tag) noexcept {
     return static_cast<int>((tag >> tag_sender_shift) & tag_sender_mask);
 }

@@ -19,14 +19,15 @@ namespace fast::exec::detail {
 
 [[nodiscard]] inline std::uint64_t clock_ns() noexcept {
     return static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
 }
 
 /// What a traced message or copy was.
 enum class trace_kind : std::uint8_t { send, recv, copy };
 
 struct trace_op {
-    std::uint64_t call = 0;   ///< index of the call in calls()
+    std::uint64_t call = 0; ///< index of the call in calls()
     std::uint64_t bytes = 0;
     std::uint64_t post_ns = 0;
     std::uint64_t done_ns = 0;
@@ -53,11 +54,11 @@ struct trace_call {
     std::uint64_t end_ns = 0;
     std::uint64_t plan_steps = 0;
     std::size_t sendcounts = 0; ///< offset of its sendcounts (size() entries) in counts
-    bool persistent = false; ///< a run of a persistent request
-    bool init = false;       ///< alltoallv_init (agreement and planning, no data)
-    bool planned = false; ///< a new plan (not the previous call's)
-    bool direct = false;  ///< the automatic scheduler chose direct
-    bool split = false;   ///< the plan splits blocks
+    bool persistent = false;    ///< a run of a persistent request
+    bool init = false;          ///< alltoallv_init (agreement and planning, no data)
+    bool planned = false;       ///< a new plan (not the previous call's)
+    bool direct = false;        ///< the automatic scheduler chose direct
+    bool split = false;         ///< the plan splits blocks
     bool ok = false;
 };
 

@@ -69,7 +69,8 @@ void worker::idle(std::chrono::steady_clock::time_point deadline) noexcept {
     }
     // Arm first: UCS_ERR_BUSY means events arrived since the last progress (progress again).
     if (ucp_worker_arm(worker_) != UCS_OK) return;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     pollfd fd{event_fd_, POLLIN, 0};
     (void)poll(&fd, 1, static_cast<int>(std::clamp<long long>(left.count(), 0, 10)));
 }
@@ -83,7 +84,8 @@ std::string worker::init(int rank, int size, ucs_memory_type_t memory_type, bool
     // Eager data for host memory only: device memory sent eagerly goes through shared-memory
     // fragments of a few KiB, each packed with a synchronous device copy (docs/executor.md,
     // "Steps"); there credits pace the senders and the data keep UCX's rendezvous.
-    if (eager && memory_type == UCS_MEMORY_TYPE_HOST && (s = ucp_config_modify(config, "RNDV_THRESH", "inf")) != UCS_OK) {
+    if (eager && memory_type == UCS_MEMORY_TYPE_HOST &&
+        (s = ucp_config_modify(config, "RNDV_THRESH", "inf")) != UCS_OK) {
         ucp_config_release(config);
         return "ucp_config_modify(RNDV_THRESH=inf) failed: " + ucx_error(s);
     }
@@ -93,8 +95,8 @@ std::string worker::init(int rank, int size, ucs_memory_type_t memory_type, bool
     // neither, so it keeps UCX's default. A user's UCX_PROTO_ENABLE still decides.
     unsigned major = 0, minor = 0, release = 0;
     ucp_get_version(&major, &minor, &release);
-    if (memory_type == UCS_MEMORY_TYPE_CUDA && (major == 1 && minor < 16) && std::getenv("UCX_PROTO_ENABLE") == nullptr &&
-        (s = ucp_config_modify(config, "PROTO_ENABLE", "y")) != UCS_OK) {
+    if (memory_type == UCS_MEMORY_TYPE_CUDA && (major == 1 && minor < 16) &&
+        std::getenv("UCX_PROTO_ENABLE") == nullptr && (s = ucp_config_modify(config, "PROTO_ENABLE", "y")) != UCS_OK) {
         ucp_config_release(config);
         return "ucp_config_modify(PROTO_ENABLE=y) failed: " + ucx_error(s);
     }
@@ -123,9 +125,8 @@ std::string worker::init(int rank, int size, ucs_memory_type_t memory_type, bool
                 if (!have.empty()) have += ", ";
                 have += ucs_memory_type_names[t];
             }
-        return std::string("UCX ") + version() + " does not support " +
-               ucs_memory_type_names[memory_type] + " memory (its memory types: " + have +
-               "); device buffers need a UCX built with " +
+        return std::string("UCX ") + version() + " does not support " + ucs_memory_type_names[memory_type] +
+               " memory (its memory types: " + have + "); device buffers need a UCX built with " +
                (memory_type == UCS_MEMORY_TYPE_ROCM ? "ROCm" : "CUDA") + " support";
     }
     ucp_worker_params_t wp{};
@@ -168,13 +169,12 @@ void worker::on_peer_error(void* arg, ucp_ep_h, ucs_status_t status) noexcept {
     ++*p->error_events;
 }
 
-std::string worker::connect(const std::vector<const unsigned char*>& addresses,
-                            const std::vector<char>& same_host) {
+std::string worker::connect(const std::vector<const unsigned char*>& addresses, const std::vector<char>& same_host) {
     for (std::size_t r = 0; r < peers_.size(); ++r) {
         if (static_cast<int>(r) == rank_) continue;
         ucp_ep_params_t ep{};
-        ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        ep.field_mask =
+            UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
         ep.address = reinterpret_cast<const ucp_address_t*>(addresses[r]);
         ep.err_handler.cb = &worker::on_peer_error;
         ep.err_handler.arg = &peers_[r];
@@ -200,8 +200,8 @@ void worker::map_scratch(void* p, std::size_t bytes) noexcept {
     unmap_scratch();
     if (!use_memh_ || context_ == nullptr || p == nullptr || bytes == 0) return;
     ucp_mem_map_params_t mp{};
-    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
-                    UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
+    mp.field_mask =
+        UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
     mp.address = p;
     mp.length = bytes;
     mp.memory_type = memory_type_;
@@ -224,14 +224,15 @@ void worker::attach_memh(ucp_request_param_t& param, const void* buffer, std::si
                          bool host) const noexcept {
     // Compared as integers: the buffer may lie outside scratch entirely.
     const auto at = reinterpret_cast<std::uintptr_t>(buffer), base = reinterpret_cast<std::uintptr_t>(scratch_base_);
-    if (scratch_memh_ == nullptr || iov || host || at < base || count > scratch_bytes_ || at - base > scratch_bytes_ - count)
+    if (scratch_memh_ == nullptr || iov || host || at < base || count > scratch_bytes_ ||
+        at - base > scratch_bytes_ - count)
         return;
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
     param.memh = scratch_memh_;
 }
 
-ucs_status_t worker::send(int peer, const void* buffer, std::size_t count, bool iov,
-                          std::uint64_t tag, op_slot& slot, bool host) noexcept {
+ucs_status_t worker::send(int peer, const void* buffer, std::size_t count, bool iov, std::uint64_t tag, op_slot& slot,
+                          bool host) noexcept {
     prepare(slot);
     peer_state& p = peers_[static_cast<std::size_t>(peer)];
     if (p.ep == nullptr || p.error != UCS_OK) {
@@ -240,8 +241,8 @@ ucs_status_t worker::send(int peer, const void* buffer, std::size_t count, bool 
         return slot.status;
     }
     ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                         UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE |
+                         UCP_OP_ATTR_FIELD_MEMORY_TYPE;
     param.cb.send = &on_send;
     param.user_data = &slot;
     param.datatype = iov ? ucp_dt_make_iov() : ucp_dt_make_contig(1);
@@ -250,15 +251,14 @@ ucs_status_t worker::send(int peer, const void* buffer, std::size_t count, bool 
     return track(ucp_tag_send_nbx(p.ep, buffer, count, tag, &param), slot);
 }
 
-ucs_status_t worker::recv(void* buffer, std::size_t count, bool iov, std::uint64_t tag,
-                          op_slot& slot, bool host) noexcept {
+ucs_status_t worker::recv(void* buffer, std::size_t count, bool iov, std::uint64_t tag, op_slot& slot,
+                          bool host) noexcept {
     prepare(slot);
     // No immediate completion: UCX 1.13 leaves recv_info's length at 0 when a receive completes
     // inside ucp_tag_recv_nbx, and the length is checked; the callback always reports it.
     ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                         UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_MEMORY_TYPE |
-                         UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE |
+                         UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     param.cb.recv = &on_recv;
     param.user_data = &slot;
     param.datatype = iov ? ucp_dt_make_iov() : ucp_dt_make_contig(1);
@@ -313,8 +313,7 @@ ucs_status_t worker::force_close(int peer, op_slot& slot) noexcept {
         return UCS_OK;
     }
     ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                         UCP_OP_ATTR_FIELD_FLAGS;
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
     // UCX allows FORCE only with peer error handling on both sides (ucp.h): other endpoints
     // close by flushing, which the caller's drain bounds.
     param.flags = p.detects_failure ? UCP_EP_CLOSE_FLAG_FORCE : 0;
@@ -338,22 +337,26 @@ void worker::abandon(op_slot& slot) noexcept {
 std::string worker::arm_abort() {
     prepare(abort_slot_);
     ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                         UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE |
+                         UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     param.cb.recv = &on_recv;
     param.user_data = &abort_slot_;
     param.datatype = ucp_dt_make_contig(1);
     // Any sender, any sequence number: match the control bit and the kind only.
     const std::uint64_t tag = tag_control | (static_cast<std::uint64_t>(control::abort) << 56);
-    const ucs_status_t s = track(ucp_tag_recv_nbx(worker_, &abort_in_, sizeof abort_in_, tag,
-                                                  0xff00000000000000ull, &param), abort_slot_);
+    const ucs_status_t s =
+        track(ucp_tag_recv_nbx(worker_, &abort_in_, sizeof abort_in_, tag, 0xff00000000000000ull, &param), abort_slot_);
     if (s != UCS_INPROGRESS && s != UCS_OK) return "posting the abort receive failed: " + ucx_error(s);
     abort_armed_ = true;
     return {};
 }
 
-int worker::abort_sender() const noexcept { return abort_in_.sender; }
-int worker::abort_code() const noexcept { return abort_in_.code; }
+int worker::abort_sender() const noexcept {
+    return abort_in_.sender;
+}
+int worker::abort_code() const noexcept {
+    return abort_in_.code;
+}
 
 std::string worker::abort_message() const {
     return std::string(abort_in_.text, strnlen(abort_in_.text, sizeof abort_in_.text));
@@ -405,8 +408,7 @@ void worker::close() noexcept {
             peer_state& p = peers_[r];
             if (p.ep == nullptr) continue;
             ucp_request_param_t param{};
-            param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                                 UCP_OP_ATTR_FIELD_FLAGS;
+            param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
             param.flags = p.error != UCS_OK && p.detects_failure ? UCP_EP_CLOSE_FLAG_FORCE : 0;
             param.cb.send = &on_send;
             param.user_data = &closing[r];

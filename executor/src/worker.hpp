@@ -18,12 +18,12 @@ struct slot_block;
 
 /// Completion record of one UCX request.
 struct op_slot {
-    void* request = nullptr;     ///< outstanding request, or nullptr
-    std::size_t length = 0;      ///< bytes received (receives)
+    void* request = nullptr; ///< outstanding request, or nullptr
+    std::size_t length = 0;  ///< bytes received (receives)
     ucs_status_t status = UCS_OK;
     bool done = true;
     slot_block* block = nullptr;
-    std::uint64_t done_ns = 0;   ///< when a callback completed it (traced blocks only)
+    std::uint64_t done_ns = 0; ///< when a callback completed it (traced blocks only)
 };
 
 /// The slots of one operation, with the count of completions callbacks reported.
@@ -95,14 +95,13 @@ public:
     /// Posting: UCS_OK (completed at once, slot done), UCS_INPROGRESS (slot completes later) or
     /// an error (slot done with it). `count` is bytes (contiguous) or iov entries. Buffers are of
     /// the communicator's memory type, or host memory with `host` (control messages).
-    ucs_status_t send(int peer, const void* buffer, std::size_t count, bool iov, std::uint64_t tag,
-                      op_slot& slot, bool host = false) noexcept;
-    ucs_status_t recv(void* buffer, std::size_t count, bool iov, std::uint64_t tag,
-                      op_slot& slot, bool host = false) noexcept;
+    ucs_status_t send(int peer, const void* buffer, std::size_t count, bool iov, std::uint64_t tag, op_slot& slot,
+                      bool host = false) noexcept;
+    ucs_status_t recv(void* buffer, std::size_t count, bool iov, std::uint64_t tag, op_slot& slot,
+                      bool host = false) noexcept;
     /// Whether a message whose tag matches `tag` under `mask` arrived and waits unmatched
     /// (ucp_tag_probe_nb; it stays queued); its tag and length go to `tag_out` and `length`.
-    bool probe_unexpected(std::uint64_t tag, std::uint64_t mask, std::uint64_t& tag_out,
-                          std::size_t& length) noexcept;
+    bool probe_unexpected(std::uint64_t tag, std::uint64_t mask, std::uint64_t& tag_out, std::size_t& length) noexcept;
     /// Flushes every endpoint of the worker.
     ucs_status_t flush_all(op_slot& slot) noexcept;
     /// Cancels an outstanding receive (its slot completes, usually with UCS_ERR_CANCELED).
@@ -127,7 +126,9 @@ public:
     /// Posts the receive for abort messages (after the endpoints are up).
     [[nodiscard]] std::string arm_abort();
     /// Whether a peer's abort message arrived.
-    [[nodiscard]] bool aborted() const noexcept { return abort_slot_.done && abort_slot_.status == UCS_OK && abort_armed_; }
+    [[nodiscard]] bool aborted() const noexcept {
+        return abort_slot_.done && abort_slot_.status == UCS_OK && abort_armed_;
+    }
     /// The abort's sender, error code (an errc value) and message.
     [[nodiscard]] int abort_sender() const noexcept;
     [[nodiscard]] int abort_code() const noexcept;
@@ -143,7 +144,8 @@ private:
     static void on_peer_error(void* arg, ucp_ep_h ep, ucs_status_t status) noexcept;
     void unmap_scratch() noexcept;
     /// Adds the scratch handle to `param` where a contiguous message lies inside scratch.
-    void attach_memh(ucp_request_param_t& param, const void* buffer, std::size_t count, bool iov, bool host) const noexcept;
+    void attach_memh(ucp_request_param_t& param, const void* buffer, std::size_t count, bool iov,
+                     bool host) const noexcept;
 
     ucp_context_h context_ = nullptr;
     ucp_worker_h worker_ = nullptr;
@@ -152,8 +154,8 @@ private:
     std::vector<peer_state> peers_;
     std::vector<op_slot> closing_; ///< close()'s slots, one per peer, allocated by init()
     std::size_t error_events_ = 0;
-    bool use_memh_ = false;         ///< whether scratch is registered (map_scratch)
-    int event_fd_ = -1;             ///< blocking progress: the worker's event file descriptor
+    bool use_memh_ = false; ///< whether scratch is registered (map_scratch)
+    int event_fd_ = -1;     ///< blocking progress: the worker's event file descriptor
     ucp_mem_h scratch_memh_ = nullptr;
     const char* scratch_base_ = nullptr;
     std::size_t scratch_bytes_ = 0;
@@ -169,6 +171,8 @@ private:
 };
 
 /// "Connection reset by remote peer" and the like.
-[[nodiscard]] inline std::string ucx_error(ucs_status_t s) { return ucs_status_string(s); }
+[[nodiscard]] inline std::string ucx_error(ucs_status_t s) {
+    return ucs_status_string(s);
+}
 
 } // namespace fast::exec::detail

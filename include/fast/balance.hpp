@@ -34,9 +34,10 @@ struct balanced_traffic {
     std::vector<piece> pieces;
 
     [[nodiscard]] std::span<const piece> carried(int s, int d, int rail) const noexcept {
-        const std::size_t k = (static_cast<std::size_t>(s) * static_cast<std::size_t>(servers) +
-                               static_cast<std::size_t>(d)) * static_cast<std::size_t>(gpus_per_server) +
-                              static_cast<std::size_t>(rail);
+        const std::size_t k =
+            (static_cast<std::size_t>(s) * static_cast<std::size_t>(servers) + static_cast<std::size_t>(d)) *
+                static_cast<std::size_t>(gpus_per_server) +
+            static_cast<std::size_t>(rail);
         return {pieces.data() + offsets[k], offsets[k + 1] - offsets[k]};
     }
     /// Bytes GPU `rail` of s carries to d.
@@ -72,7 +73,8 @@ struct balanced_traffic {
                 detail::assign_tile({m.data() + s * ug * stride + d * ug, stride, g,
                                      std::span<const std::int64_t>(servers.share).subspan(pair, ug)},
                                     ws);
-                out.server_matrix(static_cast<Eigen::Index>(s), static_cast<Eigen::Index>(d)) = servers.server[s * us + d];
+                out.server_matrix(static_cast<Eigen::Index>(s), static_cast<Eigen::Index>(d)) =
+                    servers.server[s * us + d];
             }
             for (std::size_t i = 0; i < ug; ++i) {
                 if (s != d) {

@@ -19,8 +19,7 @@
 namespace fast {
 
 namespace detail {
-inline transfer block_transfer(const alltoallv_layout& l, const topology& topo, int i, int j,
-                               std::int64_t bytes) {
+inline transfer block_transfer(const alltoallv_layout& l, const topology& topo, int i, int j, std::int64_t bytes) {
     transfer t;
     t.bytes = bytes;
     t.src = i;
@@ -74,8 +73,9 @@ inline void fill_direct_program(const traffic_matrix& m, const traffic_summary& 
     out.one_to_one_scale_out = false;
     out.transfers.clear();
     auto block = [&](int i, int j, std::int64_t src_offset, std::int64_t dst_offset) {
-        const transfer t{m(i, j), src_offset, dst_offset, i, j, topo.same_server(i, j) ? tier::scale_up : tier::scale_out,
-                         buffer::send, buffer::recv};
+        const transfer t{
+            m(i, j),      src_offset,  dst_offset, i, j, topo.same_server(i, j) ? tier::scale_up : tier::scale_out,
+            buffer::send, buffer::recv};
         out.transfers.push_back({t, 0, 0});
     };
     // Block (i, me): at i's send offset for me, at my receive offset for i.

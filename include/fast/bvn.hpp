@@ -31,16 +31,14 @@ namespace fast {
     detail::pad_flat(a, static_cast<int>(m.rows()), rows, cols);
     traffic_matrix out(m.rows(), m.cols());
     for (Eigen::Index r = 0; r < m.rows(); ++r)
-        for (Eigen::Index c = 0; c < m.cols(); ++c)
-            out(r, c) = a[static_cast<std::size_t>(r * m.cols() + c)];
+        for (Eigen::Index c = 0; c < m.cols(); ++c) out(r, c) = a[static_cast<std::size_t>(r * m.cols() + c)];
     return out;
 }
 
 /// Decomposes a matrix with equal row and column sums L into weighted permutations whose
 /// weights sum to L. Throws fast::invalid_argument if the line sums differ. At most
 /// n^2 - 2n + 2 stages; O(stages * n^2 sqrt(n)) worst case, far less with warm starts.
-[[nodiscard]] inline decomposition decompose(const traffic_matrix& regular,
-                                             matching_rule rule = matching_rule::any) {
+[[nodiscard]] inline decomposition decompose(const traffic_matrix& regular, matching_rule rule = matching_rule::any) {
     std::vector<std::int64_t> a = detail::to_flat(regular);
     const int n = static_cast<int>(regular.rows());
     std::int64_t l = -1;
@@ -50,9 +48,8 @@ namespace fast {
         if (l < 0) l = row;
         if (row != l || col != l)
             throw invalid_argument("decompose: line sums differ (row " + std::to_string(r) + ": " +
-                                   std::to_string(row) + ", column " + std::to_string(r) + ": " +
-                                   std::to_string(col) + ", expected " + std::to_string(l) +
-                                   "); pad_to_regular first");
+                                   std::to_string(row) + ", column " + std::to_string(r) + ": " + std::to_string(col) +
+                                   ", expected " + std::to_string(l) + "); pad_to_regular first");
     }
     detail::decompose_workspace ws;
     decomposition out;

@@ -58,9 +58,15 @@ __extension__ typedef __int128 batch_bytes;
 inline constexpr std::size_t ports_per_rank = 4;
 
 /// A rank's port for sending (receiving) over `t`.
-[[nodiscard]] constexpr port sending_port(tier t) noexcept { return t == tier::scale_out ? port::out_send : port::up_send; }
-[[nodiscard]] constexpr port receiving_port(tier t) noexcept { return t == tier::scale_out ? port::out_recv : port::up_recv; }
-[[nodiscard]] constexpr bool is_scale_out(port p) noexcept { return p == port::out_send || p == port::out_recv; }
+[[nodiscard]] constexpr port sending_port(tier t) noexcept {
+    return t == tier::scale_out ? port::out_send : port::up_send;
+}
+[[nodiscard]] constexpr port receiving_port(tier t) noexcept {
+    return t == tier::scale_out ? port::out_recv : port::up_recv;
+}
+[[nodiscard]] constexpr bool is_scale_out(port p) noexcept {
+    return p == port::out_send || p == port::out_recv;
+}
 
 /// The index of `rank`'s port `p` in per-port arrays.
 [[nodiscard]] constexpr std::size_t port_index(int rank, port p) noexcept {
@@ -94,8 +100,8 @@ inline constexpr std::size_t ports_per_rank = 4;
         touched_ports.clear();
         touched_ranks.clear();
         for (const transfer& t : transfers) {
-            const double ready = std::max(start[static_cast<std::size_t>(t.src)],
-                                          start[static_cast<std::size_t>(t.dst)]);
+            const double ready =
+                std::max(start[static_cast<std::size_t>(t.src)], start[static_cast<std::size_t>(t.dst)]);
             for (const std::size_t q : {send_port(t), recv_port(t)}) {
                 if (batch_stamp[q] != k) {
                     batch_stamp[q] = k;
@@ -121,9 +127,8 @@ inline constexpr std::size_t ports_per_rank = 4;
             batch_end[q] = batch_start[q] + (out_tier ? topo.alpha_out_us : topo.alpha_up_us) +
                            static_cast<double>(batch_bytes[q]) / (gbps * 1e3);
             if (record_batches)
-                out.batches.push_back({static_cast<std::uint32_t>(k),
-                                       static_cast<int>(q / detail::ports_per_rank), which, batch_start[q],
-                                       batch_end[q], detail::saturate_bytes(batch_bytes[q])});
+                out.batches.push_back({static_cast<std::uint32_t>(k), static_cast<int>(q / detail::ports_per_rank),
+                                       which, batch_start[q], batch_end[q], detail::saturate_bytes(batch_bytes[q])});
         }
         for (const transfer& t : transfers) {
             const double end = std::max(batch_end[send_port(t)], batch_end[recv_port(t)]);
@@ -140,7 +145,9 @@ inline constexpr std::size_t ports_per_rank = 4;
 }
 
 /// Predicted completion time of `p` in microseconds. O(transfers + R).
-[[nodiscard]] inline double predict_us(const plan& p) { return simulate(p).completion_us; }
+[[nodiscard]] inline double predict_us(const plan& p) {
+    return simulate(p).completion_us;
+}
 
 /// The universal lower bound in microseconds:
 ///   T_lb = alpha_out + max over servers s of max(out_s, in_s) / (G * B_out),
@@ -152,12 +159,10 @@ inline constexpr std::size_t ports_per_rank = 4;
     const server_load load = inter_server_load(m, topo);
     std::int64_t busiest = 0;
     for (int s = 0; s < topo.servers; ++s)
-        busiest = std::max({busiest, load.send[static_cast<std::size_t>(s)],
-                            load.recv[static_cast<std::size_t>(s)]});
+        busiest = std::max({busiest, load.send[static_cast<std::size_t>(s)], load.recv[static_cast<std::size_t>(s)]});
     double bound = 0;
     if (busiest > 0)
-        bound = topo.alpha_out_us +
-                detail::transfer_us(busiest, topo.scale_out_gbps * topo.gpus_per_server);
+        bound = topo.alpha_out_us + detail::transfer_us(busiest, topo.scale_out_gbps * topo.gpus_per_server);
     std::vector<std::int64_t> up_send(static_cast<std::size_t>(m.rows()), 0);
     std::vector<std::int64_t> up_recv(static_cast<std::size_t>(m.rows()), 0);
     for (Eigen::Index i = 0; i < m.rows(); ++i)
@@ -168,8 +173,7 @@ inline constexpr std::size_t ports_per_rank = 4;
             }
     std::int64_t up = 0;
     for (std::size_t k = 0; k < up_send.size(); ++k) up = std::max({up, up_send[k], up_recv[k]});
-    if (up > 0)
-        bound = std::max(bound, topo.alpha_up_us + detail::transfer_us(up, topo.scale_up_gbps));
+    if (up > 0) bound = std::max(bound, topo.alpha_up_us + detail::transfer_us(up, topo.scale_up_gbps));
     return bound;
 }
 

@@ -24,9 +24,7 @@ public:
     }
     [[nodiscard]] int size() const noexcept { return rows_; }
     [[nodiscard]] int words() const noexcept { return words_; }
-    [[nodiscard]] bool test(int r, int c) const noexcept {
-        return (row(r)[c >> 6] >> (c & 63)) & 1U;
-    }
+    [[nodiscard]] bool test(int r, int c) const noexcept { return (row(r)[c >> 6] >> (c & 63)) & 1U; }
     void set(int r, int c) noexcept { row(r)[c >> 6] |= std::uint64_t{1} << (c & 63); }
     void clear(int r, int c) noexcept { row(r)[c >> 6] &= ~(std::uint64_t{1} << (c & 63)); }
     [[nodiscard]] const std::uint64_t* row(int r) const noexcept {
@@ -131,8 +129,10 @@ public:
             free_.assign(uw, 0);
             free_rows_.assign(uw, 0);
             for (int k = 0; k < rows_; ++k) {
-                if (row_of_[static_cast<std::size_t>(k)] < 0) free_[static_cast<std::size_t>(k >> 6)] |= std::uint64_t{1} << (k & 63);
-                if (col_of_[static_cast<std::size_t>(k)] < 0) free_rows_[static_cast<std::size_t>(k >> 6)] |= std::uint64_t{1} << (k & 63);
+                if (row_of_[static_cast<std::size_t>(k)] < 0)
+                    free_[static_cast<std::size_t>(k >> 6)] |= std::uint64_t{1} << (k & 63);
+                if (col_of_[static_cast<std::size_t>(k)] < 0)
+                    free_rows_[static_cast<std::size_t>(k >> 6)] |= std::uint64_t{1} << (k & 63);
             }
             masks_valid_ = true;
         }
@@ -245,7 +245,8 @@ private:
         if (free_col < 0) {
             // The failed root's tree: the rows it reached (seen holds its columns).
             std::fill(tree_rows_.begin(), tree_rows_.end(), 0);
-            for (std::size_t k = 0; k < queued; ++k) tree_rows_[static_cast<std::size_t>(queue[k] >> 6)] |= std::uint64_t{1} << (queue[k] & 63);
+            for (std::size_t k = 0; k < queued; ++k)
+                tree_rows_[static_cast<std::size_t>(queue[k] >> 6)] |= std::uint64_t{1} << (queue[k] & 63);
             return false;
         }
         free[free_col >> 6] &= ~(std::uint64_t{1} << (free_col & 63));
@@ -371,12 +372,12 @@ private:
     std::vector<int> queue_;
     std::vector<int> search_; // complete(bit_rows): the rows of a search, in order
     std::vector<int> path_;
-    std::vector<std::uint64_t> seen_; // columns reached, one bit each
+    std::vector<std::uint64_t> seen_;      // columns reached, one bit each
     std::vector<std::uint64_t> free_;      // grow: unmatched columns, one bit each
     std::vector<std::uint64_t> free_rows_; // grow: unmatched rows, one bit each
     bool masks_valid_ = false;             // free_ and free_rows_ match the matching
     std::vector<std::uint64_t> tree_rows_; // complete(bit_rows) failed: the rows its last search reached
-    std::vector<int> parent_;         // per column: the row that reached it
+    std::vector<int> parent_;              // per column: the row that reached it
 };
 
 } // namespace fast

@@ -29,7 +29,7 @@ enum class matrix_format { rows, flat };
 /// What a matrix file holds.
 struct matrix_file_info {
     matrix_format format = matrix_format::rows;
-    int ranks = 0;           ///< R
+    int ranks = 0;            ///< R
     std::size_t matrices = 0; ///< number of R x R matrices in the file
 };
 
@@ -41,9 +41,7 @@ template <class Where>
 std::int64_t parse_entry(std::string_view text, std::int64_t unit, Where&& where) {
     std::size_t digits = 0;
     while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-    auto bad = [&](const char* why) {
-        return invalid_argument(where() + ": '" + quote_input(text) + "' " + why);
-    };
+    auto bad = [&](const char* why) { return invalid_argument(where() + ": '" + quote_input(text) + "' " + why); };
     if (digits == 0) {
         if (!text.empty() && text[0] == '-') throw bad("is negative");
         throw bad("is not a non-negative integer");
@@ -114,14 +112,13 @@ inline matrix_file_info describe(const tokenized_text& t, int ranks, const std::
         const std::size_t r = ranks > 0 ? static_cast<std::size_t>(ranks) : first;
         for (std::size_t l = 0; l < t.line_token_count.size(); ++l)
             if (t.line_token_count[l] != r)
-                throw invalid_argument(name + ":" + std::to_string(t.data_line_number[l]) +
-                                       ": row has " + std::to_string(t.line_token_count[l]) +
-                                       " entries, expected " + std::to_string(r));
+                throw invalid_argument(name + ":" + std::to_string(t.data_line_number[l]) + ": row has " +
+                                       std::to_string(t.line_token_count[l]) + " entries, expected " +
+                                       std::to_string(r));
         if (t.line_token_count.size() % r != 0)
             throw invalid_argument(name + ": " + std::to_string(t.line_token_count.size()) +
-                                   " rows is not a multiple of " + std::to_string(r) +
-                                   " (one " + std::to_string(r) + " x " + std::to_string(r) +
-                                   " matrix per " + std::to_string(r) + " rows)");
+                                   " rows is not a multiple of " + std::to_string(r) + " (one " + std::to_string(r) +
+                                   " x " + std::to_string(r) + " matrix per " + std::to_string(r) + " rows)");
         info.ranks = static_cast<int>(r);
         info.matrices = t.line_token_count.size() / r;
         return info;
@@ -139,9 +136,9 @@ inline matrix_file_info describe(const tokenized_text& t, int ranks, const std::
                                    "read a flat file of several matrices");
     }
     if (n % (r * r) != 0)
-        throw invalid_argument(name + ": " + std::to_string(n) + " entries is not a multiple of " +
-                               std::to_string(r) + " x " + std::to_string(r) + " = " +
-                               std::to_string(r * r) + " (flat format, one entry per line)");
+        throw invalid_argument(name + ": " + std::to_string(n) + " entries is not a multiple of " + std::to_string(r) +
+                               " x " + std::to_string(r) + " = " + std::to_string(r * r) +
+                               " (flat format, one entry per line)");
     info.ranks = static_cast<int>(r);
     info.matrices = n / (r * r);
     return info;
@@ -157,8 +154,8 @@ inline matrix_file_info describe(const tokenized_text& t, int ranks, const std::
 }
 
 namespace detail {
-inline traffic_matrix parse_matrix(const tokenized_text& t, const matrix_file_info& info,
-                                   std::size_t index, std::int64_t unit, const std::string& name) {
+inline traffic_matrix parse_matrix(const tokenized_text& t, const matrix_file_info& info, std::size_t index,
+                                   std::int64_t unit, const std::string& name) {
     const auto r = static_cast<std::size_t>(info.ranks);
     traffic_matrix m(info.ranks, info.ranks);
     const std::size_t base = index * r * r;
@@ -168,8 +165,8 @@ inline traffic_matrix parse_matrix(const tokenized_text& t, const matrix_file_in
         const std::size_t row = k / r;
         const std::size_t col = k % r;
         auto where = [&] {
-            return name + ":" + std::to_string(t.token_line[at]) + ": entry (" +
-                   std::to_string(row) + ", " + std::to_string(col) + ")";
+            return name + ":" + std::to_string(t.token_line[at]) + ": entry (" + std::to_string(row) + ", " +
+                   std::to_string(col) + ")";
         };
         const std::int64_t v = parse_entry(t.tokens[at], unit, where);
         if (__builtin_add_overflow(total, v, &total))
@@ -185,22 +182,18 @@ inline void check_unit(std::int64_t unit) {
 } // namespace detail
 
 /// Throws fast::invalid_argument unless `name` (described by `info`) holds matrix `index`.
-inline void check_matrix_index(const matrix_file_info& info, std::size_t index,
-                               const std::string& name = "matrix") {
+inline void check_matrix_index(const matrix_file_info& info, std::size_t index, const std::string& name = "matrix") {
     if (index >= info.matrices)
-        throw invalid_argument(name + ": matrix index " + std::to_string(index) +
-                               " is out of range (the file holds " +
-                               std::to_string(info.matrices) + " matrices of " +
-                               std::to_string(info.ranks) + " x " + std::to_string(info.ranks) +
-                               ")");
+        throw invalid_argument(name + ": matrix index " + std::to_string(index) + " is out of range (the file holds " +
+                               std::to_string(info.matrices) + " matrices of " + std::to_string(info.ranks) + " x " +
+                               std::to_string(info.ranks) + ")");
 }
 
 /// Reads matrix number `index` (0-based) of a stream in either format, each entry times `unit`.
 /// `ranks` = 0 infers R. Throws fast::invalid_argument naming the line and entry on bad input.
 /// O(size of the stream).
-[[nodiscard]] inline traffic_matrix read_matrix(std::istream& in, int ranks = 0,
-                                                std::size_t index = 0, std::int64_t unit = 1,
-                                                const std::string& name = "matrix") {
+[[nodiscard]] inline traffic_matrix read_matrix(std::istream& in, int ranks = 0, std::size_t index = 0,
+                                                std::int64_t unit = 1, const std::string& name = "matrix") {
     detail::check_unit(unit);
     const detail::tokenized_text t = detail::tokenize(in);
     const matrix_file_info info = detail::describe(t, ranks, name);
@@ -209,22 +202,19 @@ inline void check_matrix_index(const matrix_file_info& info, std::size_t index,
 }
 
 /// Reads every matrix of a stream, in order; see read_matrix.
-[[nodiscard]] inline std::vector<traffic_matrix> read_matrices(std::istream& in, int ranks = 0,
-                                                               std::int64_t unit = 1,
+[[nodiscard]] inline std::vector<traffic_matrix> read_matrices(std::istream& in, int ranks = 0, std::int64_t unit = 1,
                                                                const std::string& name = "matrix") {
     detail::check_unit(unit);
     const detail::tokenized_text t = detail::tokenize(in);
     const matrix_file_info info = detail::describe(t, ranks, name);
     std::vector<traffic_matrix> out;
     out.reserve(info.matrices);
-    for (std::size_t k = 0; k < info.matrices; ++k)
-        out.push_back(detail::parse_matrix(t, info, k, unit, name));
+    for (std::size_t k = 0; k < info.matrices; ++k) out.push_back(detail::parse_matrix(t, info, k, unit, name));
     return out;
 }
 
 /// Reads matrix `index` of the file at `path`; see read_matrix.
-[[nodiscard]] inline traffic_matrix read_matrix_file(const std::string& path, int ranks = 0,
-                                                     std::size_t index = 0,
+[[nodiscard]] inline traffic_matrix read_matrix_file(const std::string& path, int ranks = 0, std::size_t index = 0,
                                                      std::int64_t unit = 1) {
     std::ifstream in(path);
     if (!in) throw invalid_argument("cannot open matrix file '" + path + "'");
@@ -232,9 +222,8 @@ inline void check_matrix_index(const matrix_file_info& info, std::size_t index,
 }
 
 /// Reads every matrix of the file at `path`; see read_matrices.
-[[nodiscard]] inline std::vector<traffic_matrix> read_matrices_file(const std::string& path,
-                                                                   int ranks = 0,
-                                                                   std::int64_t unit = 1) {
+[[nodiscard]] inline std::vector<traffic_matrix> read_matrices_file(const std::string& path, int ranks = 0,
+                                                                    std::int64_t unit = 1) {
     std::ifstream in(path);
     if (!in) throw invalid_argument("cannot open matrix file '" + path + "'");
     return read_matrices(in, ranks, unit, path);

@@ -125,8 +125,7 @@ struct rank_view {
         for (std::size_t i = p.step_offsets[k]; i < p.step_offsets[k + 1]; ++i) {
             const transfer& t = p.transfers[i];
             v.entries[fill[static_cast<std::size_t>(t.src)]++] = {static_cast<std::uint32_t>(k), i};
-            if (t.dst != t.src)
-                v.entries[fill[static_cast<std::size_t>(t.dst)]++] = {static_cast<std::uint32_t>(k), i};
+            if (t.dst != t.src) v.entries[fill[static_cast<std::size_t>(t.dst)]++] = {static_cast<std::uint32_t>(k), i};
         }
     return v;
 }

@@ -45,24 +45,24 @@ struct plan_document {
 };
 
 /// The summary of `p` for `m`: stages, steps, predicted time and bound from the cost model.
-[[nodiscard]] inline plan_summary summarize(const plan& p, const traffic_matrix& m,
-                                            double planning_time_us = 0) {
+[[nodiscard]] inline plan_summary summarize(const plan& p, const traffic_matrix& m, double planning_time_us = 0) {
     return {count_stages(p), p.steps(), planning_time_us, predict_us(p), lower_bound_us(m, p.topology)};
 }
 
 /// Writes `p` and `m` as "fast-plan/1". Streams step by step, so large plans need no document
 /// in memory. O(transfers + R^2).
-inline void write_plan_json(std::ostream& out, const plan& p, const traffic_matrix& m,
-                            const plan_summary& summary) {
+inline void write_plan_json(std::ostream& out, const plan& p, const traffic_matrix& m, const plan_summary& summary) {
     using nlohmann::json;
     const topology& topo = p.topology;
-    const json topology_json = {{"servers", topo.servers},           {"gpus_per_server", topo.gpus_per_server},
-                                {"scale_up_gbps", topo.scale_up_gbps}, {"scale_out_gbps", topo.scale_out_gbps},
-                                {"alpha_up_us", topo.alpha_up_us},     {"alpha_out_us", topo.alpha_out_us}};
+    const json topology_json = {{"servers", topo.servers},
+                                {"gpus_per_server", topo.gpus_per_server},
+                                {"scale_up_gbps", topo.scale_up_gbps},
+                                {"scale_out_gbps", topo.scale_out_gbps},
+                                {"alpha_up_us", topo.alpha_up_us},
+                                {"alpha_out_us", topo.alpha_out_us}};
     out << "{\"format\": " << json(plan_format).dump() << ",\n \"topology\": " << topology_json.dump()
         << ",\n \"scheduler\": " << json(p.scheduler).dump()
-        << ",\n \"one_to_one_scale_out\": " << (p.one_to_one_scale_out ? "true" : "false")
-        << ",\n \"matrix\": [";
+        << ",\n \"one_to_one_scale_out\": " << (p.one_to_one_scale_out ? "true" : "false") << ",\n \"matrix\": [";
     for (Eigen::Index i = 0; i < m.rows(); ++i) {
         out << (i ? ",\n  [" : "\n  [");
         for (Eigen::Index j = 0; j < m.cols(); ++j) out << (j ? "," : "") << m(i, j);
@@ -74,10 +74,9 @@ inline void write_plan_json(std::ostream& out, const plan& p, const traffic_matr
         bool first = true;
         for (const transfer& t : p.step(k)) {
             out << (first ? "\n    " : ",\n    ") << "{\"src\": " << t.src << ", \"dst\": " << t.dst
-                << ", \"bytes\": " << t.bytes << ", \"tier\": \"" << to_string(t.tier)
-                << "\", \"src_buffer\": \"" << to_string(t.src_buffer) << "\", \"src_offset\": "
-                << t.src_offset << ", \"dst_buffer\": \"" << to_string(t.dst_buffer)
-                << "\", \"dst_offset\": " << t.dst_offset << '}';
+                << ", \"bytes\": " << t.bytes << ", \"tier\": \"" << to_string(t.tier) << "\", \"src_buffer\": \""
+                << to_string(t.src_buffer) << "\", \"src_offset\": " << t.src_offset << ", \"dst_buffer\": \""
+                << to_string(t.dst_buffer) << "\", \"dst_offset\": " << t.dst_offset << '}';
             first = false;
         }
         out << "]}";
@@ -101,19 +100,19 @@ inline const nlohmann::json& json_field(const nlohmann::json& j, const char* key
 
 inline std::int64_t json_integer(const nlohmann::json& j, const std::string& where, std::int64_t min,
                                  std::int64_t max) {
-    if (!j.is_number_integer())
-        throw invalid_argument(where + ": expected an integer, got " + quote_input(j.dump()));
+    if (!j.is_number_integer()) throw invalid_argument(where + ": expected an integer, got " + quote_input(j.dump()));
     std::int64_t v = 0;
     if (j.is_number_unsigned()) {
         const auto u = j.get<std::uint64_t>();
-        if (u > static_cast<std::uint64_t>(INT64_MAX)) throw invalid_argument(where + ": " + quote_input(j.dump()) + " is too large");
+        if (u > static_cast<std::uint64_t>(INT64_MAX))
+            throw invalid_argument(where + ": " + quote_input(j.dump()) + " is too large");
         v = static_cast<std::int64_t>(u);
     } else {
         v = j.get<std::int64_t>();
     }
     if (v < min || v > max)
-        throw invalid_argument(where + ": " + std::to_string(v) + " is out of range [" +
-                               std::to_string(min) + ", " + std::to_string(max) + "]");
+        throw invalid_argument(where + ": " + std::to_string(v) + " is out of range [" + std::to_string(min) + ", " +
+                               std::to_string(max) + "]");
     return v;
 }
 
@@ -168,8 +167,8 @@ inline traffic_matrix read_matrix_json(const nlohmann::json& j, const topology& 
         const std::string row = where + "[" + std::to_string(i) + "]";
         const nlohmann::json& entries = json_array(j[static_cast<std::size_t>(i)], size, row, "entries");
         for (int k = 0; k < ranks; ++k)
-            m(i, k) = json_integer(entries[static_cast<std::size_t>(k)], row + "[" + std::to_string(k) + "]", 0,
-                                   INT64_MAX);
+            m(i, k) =
+                json_integer(entries[static_cast<std::size_t>(k)], row + "[" + std::to_string(k) + "]", 0, INT64_MAX);
     }
     try {
         validate_traffic(m, t);
@@ -253,8 +252,8 @@ inline plan_summary read_summary_json(const nlohmann::json& document) {
 /// is checked for presence and type, and errors name the field's path, e.g.
 /// steps[3].transfers[17].tier. Throws fast::invalid_argument.
 [[nodiscard]] inline plan_document read_plan_json(std::istream& in, const std::string& name = "plan") {
-    using nlohmann::json;
     using detail::json_field;
+    using nlohmann::json;
     json document;
     try {
         document = json::parse(in);
@@ -275,9 +274,9 @@ inline plan_summary read_summary_json(const nlohmann::json& document) {
     }
     doc.matrix = detail::read_matrix_json(json_field(document, "matrix", name), p.topology, name + ".matrix");
     const int ranks = p.topology.ranks();
-    const json& scratch = detail::json_array(json_field(document, "scratch_bytes", name),
-                                             static_cast<std::size_t>(ranks), name + ".scratch_bytes",
-                                             "entries (one per rank)");
+    const json& scratch =
+        detail::json_array(json_field(document, "scratch_bytes", name), static_cast<std::size_t>(ranks),
+                           name + ".scratch_bytes", "entries (one per rank)");
     p.scratch_bytes.resize(static_cast<std::size_t>(ranks));
     for (std::size_t i = 0; i < p.scratch_bytes.size(); ++i)
         p.scratch_bytes[i] =

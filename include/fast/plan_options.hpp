@@ -41,8 +41,8 @@ enum class scheduler {
 
 /// Parses a scheduler name; throws fast::invalid_argument listing the valid ones.
 [[nodiscard]] inline scheduler parse_scheduler(std::string_view name) {
-    for (const scheduler s : {scheduler::automatic, scheduler::fast, scheduler::fast_unbalanced, scheduler::direct,
-                              scheduler::spreadout})
+    for (const scheduler s :
+         {scheduler::automatic, scheduler::fast, scheduler::fast_unbalanced, scheduler::direct, scheduler::spreadout})
         if (name == to_string(s)) return s;
     throw invalid_argument("unknown scheduler '" + std::string(name) +
                            "' (expected automatic, fast, fast-unbalanced, direct or spreadout)");
@@ -63,8 +63,7 @@ enum class policy { rail_packed, bottleneck, exact };
 [[nodiscard]] inline policy parse_policy(std::string_view name) {
     for (const policy p : {policy::rail_packed, policy::bottleneck, policy::exact})
         if (name == to_string(p)) return p;
-    throw invalid_argument("unknown policy '" + std::string(name) +
-                           "' (expected rail-packed, bottleneck or exact)");
+    throw invalid_argument("unknown policy '" + std::string(name) + "' (expected rail-packed, bottleneck or exact)");
 }
 
 /// Order of the stages of the exact policy.
@@ -167,11 +166,12 @@ inline void validate(const plan_options& o) {
     require_option(o.ramp >= 0 && o.ramp <= most, "ramp", "in [0, 1e+06]", o.ramp);
     require_option(o.quantum_fraction > 0 && o.quantum_fraction <= most, "quantum_fraction", "in (0, 1e+06]",
                    o.quantum_fraction);
-    require_option(o.long_call_ramp_scale > 0 && o.long_call_ramp_scale <= most, "long_call_ramp_scale", "in (0, 1e+06]",
-                   o.long_call_ramp_scale);
+    require_option(o.long_call_ramp_scale > 0 && o.long_call_ramp_scale <= most, "long_call_ramp_scale",
+                   "in (0, 1e+06]", o.long_call_ramp_scale);
     require_option(o.min_step_alphas >= 0 && o.min_step_alphas <= most, "min_step_alphas", "in [0, 1e+06]",
                    o.min_step_alphas);
-    require_option(o.max_step_share > 0 && o.max_step_share <= most, "max_step_share", "in (0, 1e+06]", o.max_step_share);
+    require_option(o.max_step_share > 0 && o.max_step_share <= most, "max_step_share", "in (0, 1e+06]",
+                   o.max_step_share);
     require_option(o.window >= 1 && o.window <= detail::tuning::max_window, "window",
                    "between 1 and " + std::to_string(detail::tuning::max_window), o.window);
 }

@@ -61,8 +61,7 @@ namespace fast {
 /// Plans All-to-All(v) traffic on one topology, reusing its buffers from call to call.
 class planner {
 public:
-    explicit planner(const fast::topology& topo, plan_options options = {})
-        : topo_(topo), options_(options) {
+    explicit planner(const fast::topology& topo, plan_options options = {}) : topo_(topo), options_(options) {
         validate(topo_);
         validate(options_);
     }
@@ -107,8 +106,10 @@ public:
     /// until the next call.
     const rank_program& make_rank(const traffic_matrix& m, int rank) {
         if (rank < 0 || rank >= topo_.ranks())
-            throw invalid_argument("rank " + std::to_string(rank) + " is not in 0 .. " + std::to_string(topo_.ranks() - 1));
-        const bool whole = options_.scheduler == scheduler::spreadout || options_.scheduler == scheduler::fast_unbalanced ||
+            throw invalid_argument("rank " + std::to_string(rank) + " is not in 0 .. " +
+                                   std::to_string(topo_.ranks() - 1));
+        const bool whole = options_.scheduler == scheduler::spreadout ||
+                           options_.scheduler == scheduler::fast_unbalanced ||
                            (options_.scheduler != scheduler::direct && options_.policy == policy::exact &&
                             options_.order == stage_order::automatic);
         if (whole) {
@@ -237,7 +238,8 @@ private:
             FAST_ASSERT(!overflow, "step lengths add up to at most the busiest line");
         }
         const std::int32_t steps = detail::count_shaped_steps(lengths_, setup.shape, shaping_ws_);
-        const double cost = static_cast<double>(bytes) + static_cast<double>(steps) * static_cast<double>(budget.step_cost);
+        const double cost =
+            static_cast<double>(bytes) + static_cast<double>(steps) * static_cast<double>(budget.step_cost);
         if (!best.found || cost < best.cost) {
             best = {true, cost, factor};
             std::swap(stages_, best_stages_);
@@ -308,8 +310,8 @@ private:
         detail::summarize_servers(summary_, detail::rail_shares::compute, servers_);
         const auto us = static_cast<std::size_t>(topo_.servers);
         matrix_ = servers_.server;
-        detail::decompose_quantised(matrix_, topo_.servers, choose_quantum(detail::largest_line(servers_.server, us), 1),
-                                    stages_, padding_);
+        detail::decompose_quantised(matrix_, topo_.servers,
+                                    choose_quantum(detail::largest_line(servers_.server, us), 1), stages_, padding_);
         sequence_.resize(stages_.size());
         std::iota(sequence_.begin(), sequence_.end(), std::size_t{0});
         detail::build_uniform_rails(stages_, {sequence_, servers_.share, topo_.gpus_per_server, 1}, left_, schedule_);
@@ -337,7 +339,8 @@ private:
                        {timing, options_.window, focus_, options_.split_blocks});
         // Nothing hides a gather before the first scale-out step: a rail's bytes in it should be
         // its own GPU's (own-first rails start with them anyway).
-        const bool heads = timing == detail::gather_timing::windowed && preference == detail::rail_preference::landing_first;
+        const bool heads =
+            timing == detail::gather_timing::windowed && preference == detail::rail_preference::landing_first;
         head_.assign(static_cast<std::size_t>(topo_.gpus_per_server), 0);
         const int only = focus_ < 0 ? -1 : topo_.server_of(focus_); // a focus rank: its server's tiles only
         for (int s = 0; s < servers; ++s)
@@ -370,8 +373,8 @@ private:
     void emit_pair(const traffic_matrix& m, int s, int d, std::span<const std::int64_t> capacity,
                    detail::rail_preference preference, bool heads) {
         const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
-        const std::size_t pair = (static_cast<std::size_t>(s) * static_cast<std::size_t>(topo_.servers) +
-                                  static_cast<std::size_t>(d)) * ug;
+        const std::size_t pair =
+            (static_cast<std::size_t>(s) * static_cast<std::size_t>(topo_.servers) + static_cast<std::size_t>(d)) * ug;
         builder_.load_tile(s, d, tile_of(m, s, d), static_cast<std::size_t>(topo_.ranks()));
         if (heads)
             for (std::size_t i = 0; i < ug; ++i) {
@@ -441,7 +444,9 @@ private:
     // factor: the busiest receiving GPU can be far hotter (MoE experts), but streams carry the
     // bytes for hot receivers first, so the last, shrinking steps hold bytes for cold ones.
     [[nodiscard]] double ramp_growth(double ramp) const {
-        return growth_for(detail::busiest_share(servers_.gpu_out, topo_.servers, topo_.gpus_per_server) * std::max(1, topo_.gpus_per_server - 1), ramp);
+        return growth_for(detail::busiest_share(servers_.gpu_out, topo_.servers, topo_.gpus_per_server) *
+                              std::max(1, topo_.gpus_per_server - 1),
+                          ramp);
     }
 
     // The factor for the busiest receiving GPU (share f of its server's inbound bytes): of a
@@ -449,7 +454,9 @@ private:
     // over scale-up after the step. 0 unless that is more than the senders' factor allows: then
     // the receivers decide the shape (see shape_steps).
     [[nodiscard]] double drop_growth(double ramp) const {
-        const double drop = growth_for(detail::busiest_share(servers_.gpu_in, topo_.servers, topo_.gpus_per_server) * topo_.gpus_per_server - 1, ramp);
+        const double drop = growth_for(
+            detail::busiest_share(servers_.gpu_in, topo_.servers, topo_.gpus_per_server) * topo_.gpus_per_server - 1,
+            ramp);
         return drop < ramp_growth(ramp) ? drop : 0.0;
     }
 
@@ -524,11 +531,11 @@ private:
     std::vector<std::int64_t> matrix_; // the matrix being decomposed (consumed)
     detail::padding_workspace padding_;
     decomposition stages_;
-    decomposition best_stages_; // rail packing: the decomposition of the best quantum so far
+    decomposition best_stages_;         // rail packing: the decomposition of the best quantum so far
     std::vector<std::int64_t> lengths_; // rail packing: a candidate's step lengths
     std::vector<std::size_t> sequence_; // the paper's layout: the stages in step order
     std::vector<std::pair<std::int64_t, std::size_t>> sort_keys_;
-    std::vector<std::int64_t> left_;    // build_uniform_rails' workspace
+    std::vector<std::int64_t> left_; // build_uniform_rails' workspace
     detail::packing_workspace packing_ws_;
     detail::shaping_workspace shaping_ws_;
     detail::rail_workspace rail_ws_;
@@ -541,13 +548,12 @@ private:
     std::vector<std::int64_t> head_; // per rail of the tile being emitted: its bytes in the first step
     detail::plan_builder builder_;
     std::vector<std::uint32_t> pair_counts_; // number_pairs' workspace
-    std::vector<std::int64_t> received_at_; // direct plans: per rank, its receive offset so far
+    std::vector<std::int64_t> received_at_;  // direct plans: per rank, its receive offset so far
     detail::unbalanced_workspace unbalanced_ws_;
 };
 
 /// Plans `m` on `topo`. Throws fast::invalid_argument on invalid input.
-[[nodiscard]] inline plan make_plan(const traffic_matrix& m, const topology& topo,
-                                    const plan_options& options = {}) {
+[[nodiscard]] inline plan make_plan(const traffic_matrix& m, const topology& topo, const plan_options& options = {}) {
     planner p(topo, options);
     return p.make(m);
 }

@@ -35,8 +35,8 @@ namespace fast {
 /// each transfer's dependencies are sorted ascending and free of duplicates; a transfer in the
 /// first step in which both of its ranks take part has none.
 struct dependency_graph {
-    std::vector<std::uint32_t> step;    ///< per transfer: its step
-    std::vector<std::size_t> offsets;   ///< T + 1: transfer t's dependencies are [offsets[t], offsets[t+1])
+    std::vector<std::uint32_t> step;  ///< per transfer: its step
+    std::vector<std::size_t> offsets; ///< T + 1: transfer t's dependencies are [offsets[t], offsets[t+1])
     std::vector<std::size_t> dependencies;
 
     [[nodiscard]] std::size_t size() const noexcept { return step.size(); }
@@ -57,8 +57,8 @@ struct rank_step {
 
 /// Each rank's program as the steps it takes part in, in order; what a per-rank actor walks.
 struct rank_steps {
-    fast::rank_view view;               ///< the rank's transfers (a self-copy appears once)
-    std::vector<std::size_t> offsets;   ///< R + 1: rank r's steps are [offsets[r], offsets[r+1])
+    fast::rank_view view;             ///< the rank's transfers (a self-copy appears once)
+    std::vector<std::size_t> offsets; ///< R + 1: rank r's steps are [offsets[r], offsets[r+1])
     std::vector<rank_step> steps;
 
     /// The steps rank `rank` takes part in, in plan order.

@@ -29,9 +29,7 @@ struct topology {
     [[nodiscard]] constexpr int rank_of(int server, int local) const noexcept {
         return server * gpus_per_server + local;
     }
-    [[nodiscard]] constexpr bool same_server(int a, int b) const noexcept {
-        return server_of(a) == server_of(b);
-    }
+    [[nodiscard]] constexpr bool same_server(int a, int b) const noexcept { return server_of(a) == server_of(b); }
 
     friend bool operator==(const topology&, const topology&) = default;
 };
@@ -57,18 +55,15 @@ enum class preset {
 /// positive server and GPU counts whose product fits in int, positive finite bandwidths,
 /// non-negative finite latencies.
 inline void validate(const topology& t) {
-    if (t.servers < 1)
-        throw invalid_argument("servers must be at least 1, got " + std::to_string(t.servers));
+    if (t.servers < 1) throw invalid_argument("servers must be at least 1, got " + std::to_string(t.servers));
     if (t.gpus_per_server < 1)
-        throw invalid_argument("gpus_per_server must be at least 1, got " +
-                               std::to_string(t.gpus_per_server));
+        throw invalid_argument("gpus_per_server must be at least 1, got " + std::to_string(t.gpus_per_server));
     if (t.servers > std::numeric_limits<int>::max() / t.gpus_per_server)
         throw invalid_argument("servers * gpus_per_server = " + std::to_string(t.servers) + " * " +
                                std::to_string(t.gpus_per_server) + " does not fit in int");
     auto positive = [](double v, const char* name) {
         if (!(std::isfinite(v) && v > 0))
-            throw invalid_argument(std::string(name) + " must be positive and finite, got " +
-                                   detail::format_number(v));
+            throw invalid_argument(std::string(name) + " must be positive and finite, got " + detail::format_number(v));
     };
     auto non_negative = [](double v, const char* name) {
         if (!(std::isfinite(v) && v >= 0))
@@ -82,8 +77,7 @@ inline void validate(const topology& t) {
 }
 
 /// A validated topology with a preset's bandwidths, alpha_up 3 us and alpha_out 10 us.
-[[nodiscard]] inline topology make_topology(int servers, int gpus_per_server,
-                                            preset p = preset::h200) {
+[[nodiscard]] inline topology make_topology(int servers, int gpus_per_server, preset p = preset::h200) {
     topology t;
     t.servers = servers;
     t.gpus_per_server = gpus_per_server;

@@ -66,15 +66,14 @@ void validate_traffic(const Eigen::MatrixBase<Derived>& m, const topology& topo)
     validate(topo);
     const Eigen::Index r = topo.ranks();
     if (m.rows() != r || m.cols() != r)
-        throw invalid_argument("traffic matrix is " + std::to_string(m.rows()) + " x " +
-                               std::to_string(m.cols()) + " but the topology has " +
-                               std::to_string(topo.servers) + " x " +
-                               std::to_string(topo.gpus_per_server) + " = " + std::to_string(r) +
-                               " ranks");
+        throw invalid_argument("traffic matrix is " + std::to_string(m.rows()) + " x " + std::to_string(m.cols()) +
+                               " but the topology has " + std::to_string(topo.servers) + " x " +
+                               std::to_string(topo.gpus_per_server) + " = " + std::to_string(r) + " ranks");
     if constexpr (std::is_same_v<Derived, basic_traffic_matrix<std::int64_t>>) {
         // The planners' own matrices: one branch-free pass; the entry-by-entry pass below
         // names the first bad entry when there is one.
-        if (detail::all_bytes_fit(m.derived().data(), static_cast<std::size_t>(r) * static_cast<std::size_t>(r))) return;
+        if (detail::all_bytes_fit(m.derived().data(), static_cast<std::size_t>(r) * static_cast<std::size_t>(r)))
+            return;
     }
     std::int64_t total = 0;
     for (Eigen::Index i = 0; i < r; ++i) {
@@ -82,28 +81,28 @@ void validate_traffic(const Eigen::MatrixBase<Derived>& m, const topology& topo)
             const scalar v = m(i, j);
             std::int64_t bytes = 0;
             if constexpr (std::is_floating_point_v<scalar>) {
-                if (!std::isfinite(v))
-                    throw invalid_argument(detail::entry_name(i, j) + " is not finite");
+                if (!std::isfinite(v)) throw invalid_argument(detail::entry_name(i, j) + " is not finite");
                 if (v < 0)
-                    throw invalid_argument(detail::entry_name(i, j) + " = " + detail::format_number(static_cast<double>(v)) +
-                                           " is negative");
+                    throw invalid_argument(detail::entry_name(i, j) + " = " +
+                                           detail::format_number(static_cast<double>(v)) + " is negative");
                 if (v != std::floor(v))
-                    throw invalid_argument(detail::entry_name(i, j) + " = " + detail::format_number(static_cast<double>(v)) +
+                    throw invalid_argument(detail::entry_name(i, j) + " = " +
+                                           detail::format_number(static_cast<double>(v)) +
                                            " is not a whole number of bytes");
                 if (v >= 9.2233720368547758e18)
-                    throw invalid_argument(detail::entry_name(i, j) + " = " + detail::format_number(static_cast<double>(v)) +
+                    throw invalid_argument(detail::entry_name(i, j) + " = " +
+                                           detail::format_number(static_cast<double>(v)) +
                                            " does not fit in int64 bytes");
                 bytes = static_cast<std::int64_t>(v);
             } else {
                 if constexpr (std::is_signed_v<scalar>) {
                     if (v < 0)
-                        throw invalid_argument(detail::entry_name(i, j) + " = " +
-                                               std::to_string(v) + " is negative");
+                        throw invalid_argument(detail::entry_name(i, j) + " = " + std::to_string(v) + " is negative");
                 }
                 if constexpr (sizeof(scalar) >= sizeof(std::int64_t) && !std::is_signed_v<scalar>) {
                     if (v > static_cast<scalar>(std::numeric_limits<std::int64_t>::max()))
-                        throw invalid_argument(detail::entry_name(i, j) + " = " +
-                                               std::to_string(v) + " does not fit in int64 bytes");
+                        throw invalid_argument(detail::entry_name(i, j) + " = " + std::to_string(v) +
+                                               " does not fit in int64 bytes");
                 }
                 bytes = static_cast<std::int64_t>(v);
             }
@@ -114,15 +113,13 @@ void validate_traffic(const Eigen::MatrixBase<Derived>& m, const topology& topo)
 
 /// Validates `m` against `topo` and returns it as exact int64 bytes. O(R^2).
 template <class Derived>
-[[nodiscard]] traffic_matrix make_traffic(const Eigen::MatrixBase<Derived>& m,
-                                          const topology& topo) {
+[[nodiscard]] traffic_matrix make_traffic(const Eigen::MatrixBase<Derived>& m, const topology& topo) {
     validate_traffic(m, topo);
     return m.template cast<std::int64_t>();
 }
 
 /// Tile (s, d): the G x G block of bytes that server s's GPUs send to server d's GPUs.
-[[nodiscard]] inline traffic_matrix tile(const traffic_matrix& m, const topology& topo, int s,
-                                         int d) {
+[[nodiscard]] inline traffic_matrix tile(const traffic_matrix& m, const topology& topo, int s, int d) {
     const int g = topo.gpus_per_server;
     return m.block(Eigen::Index{s} * g, Eigen::Index{d} * g, g, g);
 }
@@ -149,8 +146,7 @@ template <class Derived>
     traffic_matrix out = traffic_matrix::Zero(s_count, s_count);
     for (Eigen::Index i = 0; i < m.rows(); ++i) {
         const int s = topo.server_of(static_cast<int>(i));
-        for (Eigen::Index j = 0; j < m.cols(); ++j)
-            out(s, topo.server_of(static_cast<int>(j))) += m(i, j);
+        for (Eigen::Index j = 0; j < m.cols(); ++j) out(s, topo.server_of(static_cast<int>(j))) += m(i, j);
     }
     return out;
 }
@@ -176,6 +172,8 @@ struct server_load {
 }
 
 /// Total bytes in the matrix.
-[[nodiscard]] inline std::int64_t total_bytes(const traffic_matrix& m) { return m.sum(); }
+[[nodiscard]] inline std::int64_t total_bytes(const traffic_matrix& m) {
+    return m.sum();
+}
 
 } // namespace fast

@@ -64,7 +64,7 @@ struct violation {
 };
 
 struct verification {
-    std::optional<violation> error; ///< the first violation, if any
+    std::optional<violation> error;   ///< the first violation, if any
     bool one_to_one_scale_out = true; ///< measured: no rank has two scale-out peers in a step
     std::int64_t delivered_bytes = 0;
 
@@ -161,9 +161,8 @@ public:
         const int r = ranks_;
         if (matrix_.rows() != r || matrix_.cols() != r)
             return fail(violation_kind::malformed, 0, none(), -1, 0,
-                        "the matrix is " + std::to_string(matrix_.rows()) + " x " +
-                            std::to_string(matrix_.cols()) + " but the plan's topology has " +
-                            std::to_string(r) + " ranks");
+                        "the matrix is " + std::to_string(matrix_.rows()) + " x " + std::to_string(matrix_.cols()) +
+                            " but the plan's topology has " + std::to_string(r) + " ranks");
         if ((matrix_.array() < 0).any())
             return fail(violation_kind::malformed, 0, none(), -1, 0, "the matrix has a negative entry");
         try { // the packed layout's displacements must fit in int64
@@ -182,8 +181,7 @@ public:
         const std::vector<std::size_t>& offsets = plan_.step_offsets;
         if (offsets.empty() || offsets.front() != 0 || offsets.back() != plan_.transfers.size() ||
             !std::is_sorted(offsets.begin(), offsets.end()))
-            return fail(violation_kind::malformed, 0, none(), -1, 0,
-                        "step offsets do not partition the transfer list");
+            return fail(violation_kind::malformed, 0, none(), -1, 0, "step offsets do not partition the transfer list");
         layout_ = make_packed_layout(matrix_);
         const auto ur = static_cast<std::size_t>(r);
         scratch_.assign(ur, {});
@@ -236,10 +234,9 @@ public:
             for (int i = 0; i < ranks_; ++i)
                 if (matrix_(i, j) > 0 && layout_.recv_displ(i, j) <= gap) origin = i;
             return fail(violation_kind::not_delivered, plan_.steps(), none(), j, gap,
-                        "rank " + std::to_string(j) + "'s recv at offset " + std::to_string(gap) +
-                            " (block " + std::to_string(origin) + "->" + std::to_string(j) +
-                            ", block offset " + std::to_string(gap - layout_.recv_displ(origin, j)) +
-                            ") is never written");
+                        "rank " + std::to_string(j) + "'s recv at offset " + std::to_string(gap) + " (block " +
+                            std::to_string(origin) + "->" + std::to_string(j) + ", block offset " +
+                            std::to_string(gap - layout_.recv_displ(origin, j)) + ") is never written");
         }
         return {};
     }
@@ -255,12 +252,11 @@ private:
         v.message = std::string(to_string(kind)) + ": step " + std::to_string(step);
         if (index < plan_.transfers.size()) {
             const transfer& t = plan_.transfers[index];
-            v.message += ", transfer " + std::to_string(index) + " (rank " + std::to_string(t.src) +
-                         " " + std::string(to_string(t.src_buffer)) + "+" +
-                         std::to_string(t.src_offset) + " -> rank " + std::to_string(t.dst) + " " +
-                         std::string(to_string(t.dst_buffer)) + "+" +
-                         std::to_string(t.dst_offset) + ", " + std::to_string(t.bytes) +
-                         " bytes, " + std::string(to_string(t.tier)) + ")";
+            v.message += ", transfer " + std::to_string(index) + " (rank " + std::to_string(t.src) + " " +
+                         std::string(to_string(t.src_buffer)) + "+" + std::to_string(t.src_offset) + " -> rank " +
+                         std::to_string(t.dst) + " " + std::string(to_string(t.dst_buffer)) + "+" +
+                         std::to_string(t.dst_offset) + ", " + std::to_string(t.bytes) + " bytes, " +
+                         std::string(to_string(t.tier)) + ")";
         }
         v.message += ": " + what;
         return v;
@@ -268,14 +264,13 @@ private:
 
     [[nodiscard]] std::int64_t buffer_size(int rank, buffer b) const {
         const auto k = static_cast<std::size_t>(rank);
-        return b == buffer::send ? layout_.send_size[k]
-             : b == buffer::recv ? layout_.recv_size[k]
-                                 : plan_.scratch_bytes[k];
+        return b == buffer::send   ? layout_.send_size[k]
+               : b == buffer::recv ? layout_.recv_size[k]
+                                   : plan_.scratch_bytes[k];
     }
 
     /// Transfer `i` on its own: ranks, bytes, offsets, buffers, tier and bounds. Sets `ends`.
-    [[nodiscard]] std::optional<violation> check_transfer(std::size_t step, std::size_t i,
-                                                          transfer_ends& ends) const {
+    [[nodiscard]] std::optional<violation> check_transfer(std::size_t step, std::size_t i, transfer_ends& ends) const {
         const transfer& t = plan_.transfers[i];
         const int r = ranks_;
         if (t.src < 0 || t.src >= r || t.dst < 0 || t.dst >= r)
@@ -292,8 +287,8 @@ private:
         const bool same = topo_.same_server(t.src, t.dst);
         if (t.tier == tier::scale_up && !same)
             return fail(violation_kind::tier_mismatch, step, i, t.src, 0,
-                        "scale-up transfer between servers " + std::to_string(topo_.server_of(t.src)) +
-                            " and " + std::to_string(topo_.server_of(t.dst)));
+                        "scale-up transfer between servers " + std::to_string(topo_.server_of(t.src)) + " and " +
+                            std::to_string(topo_.server_of(t.dst)));
         if (t.tier == tier::scale_out && same)
             return fail(violation_kind::tier_mismatch, step, i, t.src, 0,
                         "scale-out transfer inside server " + std::to_string(topo_.server_of(t.src)));
@@ -328,7 +323,8 @@ private:
         };
         if (auto v = second_peer(sender, t.src, t.dst, violation_kind::fan_out, " sends over scale-out to ranks "))
             return v;
-        if (auto v = second_peer(receiver, t.dst, t.src, violation_kind::incast, " receives over scale-out from ranks "))
+        if (auto v =
+                second_peer(receiver, t.dst, t.src, violation_kind::incast, " receives over scale-out from ranks "))
             return v;
         sender = {step, t.dst};
         receiver = {step, t.src};
@@ -337,8 +333,8 @@ private:
 
     /// Reads [t.src_offset, src_end) of the sender's send buffer as pieces of its blocks.
     void read_send(const transfer& t, std::int64_t src_end) {
-        const std::int64_t* row = layout_.send_displs.data() +
-                                  static_cast<std::size_t>(t.src) * static_cast<std::size_t>(ranks_);
+        const std::int64_t* row =
+            layout_.send_displs.data() + static_cast<std::size_t>(t.src) * static_cast<std::size_t>(ranks_);
         std::int64_t pos = t.src_offset;
         // The block holding `pos`: the last destination j whose displacement is <= pos and
         // whose block is non-empty.
@@ -366,8 +362,7 @@ private:
                             "rank " + std::to_string(t.src) + "'s scratch at offset " + std::to_string(pos) +
                                 " holds no data at the start of this step");
             const std::int64_t take = std::min(it->second.end, src_end) - pos;
-            pieces_.push_back({take, it->second.block_offset + (pos - it->first), it->second.origin,
-                               it->second.final});
+            pieces_.push_back({take, it->second.block_offset + (pos - it->first), it->second.origin, it->second.final});
             pos += take;
             ++it;
         }
@@ -387,17 +382,17 @@ private:
             std::size_t writer = 0;
             std::size_t reader = 0;
             std::size_t e = k;
-            for (; e < accesses_.size() && accesses_[e].rank == accesses_[k].rank && accesses_[e].buf == accesses_[k].buf;
+            for (;
+                 e < accesses_.size() && accesses_[e].rank == accesses_[k].rank && accesses_[e].buf == accesses_[k].buf;
                  ++e) {
                 const access& a = accesses_[e];
                 auto clash = [&](violation_kind kind, const char* how, std::size_t other) {
                     return fail(kind, step, a.transfer, a.rank, a.begin,
                                 "rank " + std::to_string(a.rank) + "'s " + std::string(to_string(a.buf)) +
-                                    " at offset " + std::to_string(a.begin) + " is also " + how +
-                                    " by transfer " + std::to_string(other) + " in this step");
+                                    " at offset " + std::to_string(a.begin) + " is also " + how + " by transfer " +
+                                    std::to_string(other) + " in this step");
                 };
-                if (a.write && a.begin < write_end)
-                    return clash(violation_kind::overlapping_writes, "written", writer);
+                if (a.write && a.begin < write_end) return clash(violation_kind::overlapping_writes, "written", writer);
                 if (a.write && a.begin < read_end) return clash(violation_kind::read_write_conflict, "read", reader);
                 if (!a.write && a.begin < write_end)
                     return clash(violation_kind::read_write_conflict, "written", writer);
@@ -417,8 +412,7 @@ private:
 
     /// Writes the pieces [begin, end) that transfer `i` read, in order, from its destination
     /// offset on: into recv (delivery) or into scratch.
-    [[nodiscard]] std::optional<violation> write(std::size_t step, std::size_t i, std::size_t begin,
-                                                 std::size_t end) {
+    [[nodiscard]] std::optional<violation> write(std::size_t step, std::size_t i, std::size_t begin, std::size_t end) {
         const transfer& t = plan_.transfers[i];
         std::int64_t pos = t.dst_offset;
         for (std::size_t q = begin; q < end; ++q) {
@@ -476,13 +470,13 @@ private:
     verification& out_;
     int ranks_ = 0;
     alltoallv_layout layout_;
-    std::vector<scratch_map> scratch_;                              ///< per rank
+    std::vector<scratch_map> scratch_;                            ///< per rank
     std::vector<std::map<std::int64_t, std::int64_t>> delivered_; ///< per rank: recv ranges, merged
-    std::vector<scale_out_peer> out_peers_;                         ///< per rank, as a sender
-    std::vector<scale_out_peer> in_peers_;                          ///< per rank, as a receiver
-    std::vector<block_run> pieces_;        ///< this step: what each transfer read, in order
-    std::vector<std::size_t> piece_begin_; ///< this step: transfer k's pieces start here
-    std::vector<access> accesses_;         ///< this step: every range read or written
+    std::vector<scale_out_peer> out_peers_;                       ///< per rank, as a sender
+    std::vector<scale_out_peer> in_peers_;                        ///< per rank, as a receiver
+    std::vector<block_run> pieces_;                               ///< this step: what each transfer read, in order
+    std::vector<std::size_t> piece_begin_;                        ///< this step: transfer k's pieces start here
+    std::vector<access> accesses_;                                ///< this step: every range read or written
 };
 
 } // namespace detail

@@ -40,8 +40,8 @@ struct moe_options {
     std::int64_t tokens_per_gpu = 4096;
     int top_k = 2;
     popularity law = popularity::zipf;
-    double skew = 0.6;             ///< Zipf exponent or log-normal sigma (see the file comment)
-    std::int64_t token_bytes = 0;  ///< 0: bytes_per_gpu / (tokens_per_gpu * top_k)
+    double skew = 0.6;            ///< Zipf exponent or log-normal sigma (see the file comment)
+    std::int64_t token_bytes = 0; ///< 0: bytes_per_gpu / (tokens_per_gpu * top_k)
 };
 
 /// The most routed tokens (tokens x topk) one GPU may draw in make_moe: a bound per GPU, so any
@@ -65,8 +65,7 @@ struct workload_spec {
 namespace detail {
 inline void check_bytes_per_gpu(std::int64_t bytes_per_gpu) {
     if (bytes_per_gpu < 0)
-        throw invalid_argument("bytes per GPU must be non-negative, got " +
-                               std::to_string(bytes_per_gpu));
+        throw invalid_argument("bytes per GPU must be non-negative, got " + std::to_string(bytes_per_gpu));
 }
 
 inline double parse_double(std::string_view text, const std::string& what) {
@@ -94,8 +93,7 @@ inline std::int64_t parse_count(std::string_view text, const std::string& what) 
     workload_spec spec;
     const std::size_t colon = text.find(':');
     const std::string_view name = text.substr(0, colon);
-    const std::string_view args = colon == std::string_view::npos ? std::string_view{}
-                                                                  : text.substr(colon + 1);
+    const std::string_view args = colon == std::string_view::npos ? std::string_view{} : text.substr(colon + 1);
     const std::string where = "workload '" + std::string(text) + "'";
     if (name == "uniform") {
         spec.kind = workload_kind::uniform;
@@ -104,8 +102,7 @@ inline std::int64_t parse_count(std::string_view text, const std::string& what) 
         spec.kind = workload_kind::zipf;
         // "zipf:" with nothing after the colon is a typo, not the default exponent.
         if (colon != std::string_view::npos) spec.zipf_s = detail::parse_double(args, where + ": zipf exponent");
-        if (spec.zipf_s < 0)
-            throw invalid_argument(where + ": zipf exponent must be non-negative");
+        if (spec.zipf_s < 0) throw invalid_argument(where + ": zipf exponent must be non-negative");
     } else if (name == "moe") {
         spec.kind = workload_kind::moe;
         std::string_view rest = args;
@@ -115,8 +112,7 @@ inline std::int64_t parse_count(std::string_view text, const std::string& what) 
             rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
             const std::size_t eq = item.find('=');
             if (eq == std::string_view::npos)
-                throw invalid_argument(where + ": '" + std::string(item) +
-                                       "' is not key=value");
+                throw invalid_argument(where + ": '" + std::string(item) + "' is not key=value");
             const std::string_view key = item.substr(0, eq);
             const std::string_view value = item.substr(eq + 1);
             const std::string what = where + ": " + std::string(key);
@@ -130,8 +126,10 @@ inline std::int64_t parse_count(std::string_view text, const std::string& what) 
             } else if (key == "topk") {
                 const std::int64_t k = detail::parse_count(value, what);
                 if (k < 1 || k > 1'000'000)
-                    throw invalid_argument(what + " must be between 1 and 1000000 (and at most the number "
-                                                  "of GPUs), got " + std::to_string(k));
+                    throw invalid_argument(what +
+                                           " must be between 1 and 1000000 (and at most the number "
+                                           "of GPUs), got " +
+                                           std::to_string(k));
                 spec.moe.top_k = static_cast<int>(k);
             } else if (key == "zipf") {
                 spec.moe.law = popularity::zipf;
@@ -156,8 +154,7 @@ inline std::int64_t parse_count(std::string_view text, const std::string& what) 
             return std::isdigit(static_cast<unsigned char>(c)) != 0;
         });
         spec.path = std::string(spec.indexed ? args.substr(0, at) : args);
-        if (spec.indexed)
-            spec.index = static_cast<std::size_t>(detail::parse_count(tail, where + ": matrix index"));
+        if (spec.indexed) spec.index = static_cast<std::size_t>(detail::parse_count(tail, where + ": matrix index"));
         if (spec.path.empty()) throw invalid_argument(where + ": file needs a path");
     } else {
         throw invalid_argument("unknown workload '" + std::string(name) +
@@ -179,8 +176,8 @@ inline std::int64_t parse_count(std::string_view text, const std::string& what) 
 
 /// Off-diagonal pair sizes drawn i.i.d. from Zipf(s) on {1..1000}, scaled so that the average
 /// GPU sends bytes_per_gpu. O(R^2 log 1000).
-[[nodiscard]] inline traffic_matrix make_zipf(const topology& topo, double s,
-                                              std::int64_t bytes_per_gpu, std::uint64_t seed) {
+[[nodiscard]] inline traffic_matrix make_zipf(const topology& topo, double s, std::int64_t bytes_per_gpu,
+                                              std::uint64_t seed) {
     validate(topo);
     detail::check_bytes_per_gpu(bytes_per_gpu);
     if (!(std::isfinite(s) && s >= 0))
@@ -219,18 +216,16 @@ inline std::int64_t parse_count(std::string_view text, const std::string& what) 
 /// each to top_k distinct GPUs drawn by expert popularity (Zipf over a seeded random ranking of
 /// the experts, or log-normal weights), token_bytes per routed token, the local expert included.
 /// O(R * tokens * top_k * log R); tokens * top_k must be at most moe_max_routed.
-[[nodiscard]] inline traffic_matrix make_moe(const topology& topo, const moe_options& opt,
-                                             std::int64_t bytes_per_gpu, std::uint64_t seed) {
+[[nodiscard]] inline traffic_matrix make_moe(const topology& topo, const moe_options& opt, std::int64_t bytes_per_gpu,
+                                             std::uint64_t seed) {
     validate(topo);
     detail::check_bytes_per_gpu(bytes_per_gpu);
     const int r = topo.ranks();
     if (opt.tokens_per_gpu < 0)
-        throw invalid_argument("moe tokens per GPU must be non-negative, got " +
-                               std::to_string(opt.tokens_per_gpu));
+        throw invalid_argument("moe tokens per GPU must be non-negative, got " + std::to_string(opt.tokens_per_gpu));
     if (opt.top_k < 1 || opt.top_k > r)
         throw invalid_argument("moe topk = " + std::to_string(opt.top_k) +
-                               " must be between 1 and the number of GPUs (" + std::to_string(r) +
-                               ")");
+                               " must be between 1 and the number of GPUs (" + std::to_string(r) + ")");
     if (!(std::isfinite(opt.skew) && opt.skew >= 0))
         throw invalid_argument("moe skew must be non-negative, got " + detail::format_number(opt.skew));
     // Every routed token is one draw below (see moe_max_routed).
@@ -238,10 +233,8 @@ inline std::int64_t parse_count(std::string_view text, const std::string& what) 
     if (routed > moe_max_routed)
         throw invalid_argument("moe tokens = " + std::to_string(opt.tokens_per_gpu) + ": tokens x topk = " +
                                std::to_string(opt.tokens_per_gpu) + " x " + std::to_string(opt.top_k) +
-                               " is above the limit of " + std::to_string(moe_max_routed) +
-                               " routed tokens per GPU");
-    const std::int64_t token_bytes =
-        opt.token_bytes > 0 ? opt.token_bytes : (routed > 0 ? bytes_per_gpu / routed : 0);
+                               " is above the limit of " + std::to_string(moe_max_routed) + " routed tokens per GPU");
+    const std::int64_t token_bytes = opt.token_bytes > 0 ? opt.token_bytes : (routed > 0 ? bytes_per_gpu / routed : 0);
 
     detail::rng gen(seed);
     std::vector<double> weight(static_cast<std::size_t>(r));
@@ -249,11 +242,9 @@ inline std::int64_t parse_count(std::string_view text, const std::string& what) 
         std::vector<int> order(static_cast<std::size_t>(r));
         std::iota(order.begin(), order.end(), 0);
         for (int k = r - 1; k > 0; --k)
-            std::swap(order[static_cast<std::size_t>(k)],
-                      order[gen.below(static_cast<std::uint64_t>(k) + 1)]);
+            std::swap(order[static_cast<std::size_t>(k)], order[gen.below(static_cast<std::uint64_t>(k) + 1)]);
         for (int k = 0; k < r; ++k)
-            weight[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])] =
-                std::pow(k + 1, -opt.skew);
+            weight[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])] = std::pow(k + 1, -opt.skew);
     } else {
         for (double& w : weight) w = std::exp(opt.skew * gen.normal());
     }

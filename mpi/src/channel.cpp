@@ -76,7 +76,9 @@ std::shared_ptr<channel> channel::open(MPI_Comm comm, const settings& s, std::st
     int gpus = s.exec.gpus_per_server;
     if (gpus == 0) gpus = ranks_per_node(ch->dup_, why);
     if (gpus <= 0 || size % gpus != 0) {
-        if (gpus > 0) why = std::to_string(size) + " ranks do not form servers of FAST_MPI_GPUS_PER_SERVER=" + std::to_string(gpus);
+        if (gpus > 0)
+            why =
+                std::to_string(size) + " ranks do not form servers of FAST_MPI_GPUS_PER_SERVER=" + std::to_string(gpus);
         topology = true;
         return nullptr;
     }
@@ -160,7 +162,8 @@ status channel::allgather(const void* send, void* recv, std::size_t bytes) {
 }
 
 void channel::thread_main(fast::exec::config cfg, int rank, int size) {
-    fast::exec::bootstrap boot{rank, size, [this](const void* s, void* r, std::size_t b) { return allgather(s, r, b); }};
+    fast::exec::bootstrap boot{rank, size,
+                               [this](const void* s, void* r, std::size_t b) { return allgather(s, r, b); }};
     const status st = fast::exec::create(boot, cfg, comm_);
     {
         std::lock_guard lock(mutex_);
@@ -231,6 +234,8 @@ void channel::close() noexcept {
     dup_ = MPI_COMM_NULL;
 }
 
-channel::~channel() { close(); }
+channel::~channel() {
+    close();
+}
 
 } // namespace fast::mpi

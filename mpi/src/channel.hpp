@@ -73,8 +73,8 @@ private:
     int servers_ = 0, gpus_ = 0;
     std::thread thread_;
     std::mutex mutex_;
-    std::condition_variable wake_;      // the thread: a job, a stop, a bootstrap answer
-    std::condition_variable finished_;  // the application: a job done, a bootstrap request
+    std::condition_variable wake_;     // the thread: a job, a stop, a bootstrap answer
+    std::condition_variable finished_; // the application: a job done, a bootstrap request
     std::deque<std::shared_ptr<job>> queue_;
     bool stop_ = false;
     // Creation, handed between the threads.

@@ -12,8 +12,8 @@ using namespace fast::mpi;
 
 namespace {
 
-call make_v(op_kind k, const void* sendbuf, const int* sendcounts, const int* sdispls, MPI_Datatype sendtype, void* recvbuf,
-            const int* recvcounts, const int* rdispls, MPI_Datatype recvtype, MPI_Comm comm) {
+call make_v(op_kind k, const void* sendbuf, const int* sendcounts, const int* sdispls, MPI_Datatype sendtype,
+            void* recvbuf, const int* recvcounts, const int* rdispls, MPI_Datatype recvtype, MPI_Comm comm) {
     const int n = ranks_of(comm);
     return {k, sendbuf, {sendcounts, sdispls, 0, n}, sendtype, recvbuf, {recvcounts, rdispls, 0, n}, recvtype, comm};
 }
@@ -21,7 +21,8 @@ call make_v(op_kind k, const void* sendbuf, const int* sendcounts, const int* sd
 call make_uniform(op_kind k, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                   MPI_Datatype recvtype, MPI_Comm comm) {
     const int n = ranks_of(comm);
-    return {k, sendbuf, {nullptr, nullptr, sendcount, n}, sendtype, recvbuf, {nullptr, nullptr, recvcount, n}, recvtype, comm};
+    return {k,        sendbuf, {nullptr, nullptr, sendcount, n}, sendtype, recvbuf, {nullptr, nullptr, recvcount, n},
+            recvtype, comm};
 }
 
 #if defined(OMPI_HAVE_MPI_EXT_PCOLLREQ) || MPI_VERSION >= 4
@@ -29,7 +30,8 @@ call make_uniform(op_kind k, const void* sendbuf, int sendcount, MPI_Datatype se
 // MPI 4.0 libraries name them MPI_Alltoall(v)_init. Both take the same arguments.
 using alltoallv_init_fn = int (*)(const void*, const int[], const int[], MPI_Datatype, void*, const int[], const int[],
                                   MPI_Datatype, MPI_Comm, MPI_Info, MPI_Request*);
-using alltoall_init_fn = int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm, MPI_Info, MPI_Request*);
+using alltoall_init_fn = int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm, MPI_Info,
+                                 MPI_Request*);
 
 int alltoallv_init(alltoallv_init_fn pmpi, const void* sendbuf, const int sendcounts[], const int sdispls[],
                    MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
@@ -37,8 +39,8 @@ int alltoallv_init(alltoallv_init_fn pmpi, const void* sendbuf, const int sendco
     return run_nonblocking(make_v(op_kind::alltoallv_init, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
                                   rdispls, recvtype, comm),
                            true, request, [&] {
-                               return pmpi(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
-                                           comm, info, request);
+                               return pmpi(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                                           recvtype, comm, info, request);
                            });
 }
 
@@ -54,8 +56,8 @@ int alltoall_init(alltoall_init_fn pmpi, const void* sendbuf, int sendcount, MPI
 
 extern "C" {
 
-int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void* recvbuf,
-                  const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
+int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                  void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
     return run_blocking(make_v(op_kind::alltoallv, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
                                recvtype, comm),
                         [&] {
@@ -66,12 +68,14 @@ int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls
 
 int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                  MPI_Datatype recvtype, MPI_Comm comm) {
-    return run_blocking(make_uniform(op_kind::alltoall, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm),
-                        [&] { return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm); });
+    return run_blocking(
+        make_uniform(op_kind::alltoall, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm),
+        [&] { return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm); });
 }
 
-int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void* recvbuf,
-                   const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                   void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                   MPI_Request* request) {
     return run_nonblocking(make_v(op_kind::ialltoallv, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
                                   rdispls, recvtype, comm),
                            false, request, [&] {
@@ -83,14 +87,15 @@ int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispl
 int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
     return run_nonblocking(
-        make_uniform(op_kind::ialltoall, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm), false, request,
+        make_uniform(op_kind::ialltoall, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm), false,
+        request,
         [&] { return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request); });
 }
 
 #if defined(OMPI_HAVE_MPI_EXT_PCOLLREQ)
 int MPIX_Alltoallv_init(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
-                        void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
-                        MPI_Info info, MPI_Request* request) {
+                        void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
+                        MPI_Comm comm, MPI_Info info, MPI_Request* request) {
     return alltoallv_init(PMPIX_Alltoallv_init, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
                           recvtype, comm, info, request);
 }

@@ -24,7 +24,9 @@ positions find_ours(int n, const MPI_Request* reqs) {
     return out;
 }
 
-MPI_Status* status_at(MPI_Status* statuses, int i) { return statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : statuses + i; }
+MPI_Status* status_at(MPI_Status* statuses, int i) {
+    return statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : statuses + i;
+}
 
 // One carrier that MPI completed: its code, with the error handler run on failure.
 int finish_one(MPI_Request key, MPI_Status* st) {
@@ -57,7 +59,9 @@ int finish_many(const positions& done, MPI_Status* sts, int count, int rc, Slot 
     return MPI_ERR_IN_STATUS;
 }
 
-bool completed(int rc) { return rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS; }
+bool completed(int rc) {
+    return rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS;
+}
 
 int testall(int n, MPI_Request reqs[], int* flag, MPI_Status sts[], const positions& mine) {
     requests::signal_done();
@@ -145,7 +149,8 @@ int MPI_Waitany(int n, MPI_Request reqs[], int* index, MPI_Status* st) {
 
 int MPI_Testsome(int n, MPI_Request reqs[], int* outcount, int indices[], MPI_Status sts[]) {
     const positions mine = find_ours(n, reqs);
-    return mine.empty() ? PMPI_Testsome(n, reqs, outcount, indices, sts) : testsome(n, reqs, outcount, indices, sts, mine);
+    return mine.empty() ? PMPI_Testsome(n, reqs, outcount, indices, sts)
+                        : testsome(n, reqs, outcount, indices, sts, mine);
 }
 
 int MPI_Waitsome(int n, MPI_Request reqs[], int* outcount, int indices[], MPI_Status sts[]) {
@@ -189,7 +194,8 @@ int MPI_Request_free(MPI_Request* r) {
 
 int MPI_Cancel(MPI_Request* r) {
     if (!requests::is_ours(*r)) return PMPI_Cancel(r);
-    return raise(requests::comm_of(*r), error_code(MPI_ERR_REQUEST, "MPI_Cancel", "a FAST all-to-all cannot be cancelled"));
+    return raise(requests::comm_of(*r),
+                 error_code(MPI_ERR_REQUEST, "MPI_Cancel", "a FAST all-to-all cannot be cancelled"));
 }
 
 } // extern "C"

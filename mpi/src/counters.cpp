@@ -30,9 +30,15 @@ struct totals {
 std::mutex mutex;
 totals mine;
 
-std::size_t slot(op_kind k, kind_field f) { return static_cast<std::size_t>(static_cast<int>(k) * kind_fields + f); }
-std::uint64_t& field(totals& t, op_kind k, kind_field f) { return t.count[slot(k, f)]; }
-std::uint64_t field(const totals& t, op_kind k, kind_field f) { return t.count[slot(k, f)]; }
+std::size_t slot(op_kind k, kind_field f) {
+    return static_cast<std::size_t>(static_cast<int>(k) * kind_fields + f);
+}
+std::uint64_t& field(totals& t, op_kind k, kind_field f) {
+    return t.count[slot(k, f)];
+}
+std::uint64_t field(const totals& t, op_kind k, kind_field f) {
+    return t.count[slot(k, f)];
+}
 
 void add(op_kind k, kind_field f, std::uint64_t bytes_field_value, kind_field bytes_field, double seconds) {
     std::lock_guard lock(mutex);
@@ -61,17 +67,19 @@ void print(std::FILE* out, const totals& sum, const totals& max, int ranks, cons
         const totals& s = sum;
         const auto kk = static_cast<op_kind>(k);
         if (field(s, kk, f_calls) == 0) continue;
-        std::fprintf(out, "fast_mpi: %-20s %9" PRIu64 " %9" PRIu64 " %9" PRIu64 " %7" PRIu64 " %12s %14s %12.6f %12.6f\n",
-                     name(kk), field(s, kk, f_calls), field(s, kk, f_fast), field(s, kk, f_fallback),
-                     field(s, kk, f_errors), bytes_text(field(s, kk, f_bytes_fast)).c_str(),
-                     bytes_text(field(s, kk, f_bytes_fallback)).c_str(), sum.seconds[static_cast<std::size_t>(k)],
-                     max.seconds[static_cast<std::size_t>(k)]);
+        std::fprintf(
+            out, "fast_mpi: %-20s %9" PRIu64 " %9" PRIu64 " %9" PRIu64 " %7" PRIu64 " %12s %14s %12.6f %12.6f\n",
+            name(kk), field(s, kk, f_calls), field(s, kk, f_fast), field(s, kk, f_fallback), field(s, kk, f_errors),
+            bytes_text(field(s, kk, f_bytes_fast)).c_str(), bytes_text(field(s, kk, f_bytes_fallback)).c_str(),
+            sum.seconds[static_cast<std::size_t>(k)], max.seconds[static_cast<std::size_t>(k)]);
     }
     std::fprintf(out, "fast_mpi: fallbacks by reason:");
     for (int r = 0; r < reasons; ++r)
-        std::fprintf(out, " %s %" PRIu64, name(static_cast<reason>(r)), sum.count[static_cast<std::size_t>(at_reasons + r)]);
-    std::fprintf(out, "\nfast_mpi: executor: %" PRIu64 " communicators, %" PRIu64 " plans made, %" PRIu64
-                      " reused, %" PRIu64 " persistent starts, %" PRIu64 " packed calls, time in the executor %.6f s (sum), %.6f s (max rank)\n",
+        std::fprintf(out, " %s %" PRIu64, name(static_cast<reason>(r)),
+                     sum.count[static_cast<std::size_t>(at_reasons + r)]);
+    std::fprintf(out,
+                 "\nfast_mpi: executor: %" PRIu64 " communicators, %" PRIu64 " plans made, %" PRIu64 " reused, %" PRIu64
+                 " persistent starts, %" PRIu64 " packed calls, time in the executor %.6f s (sum), %.6f s (max rank)\n",
                  sum.count[at_channels], sum.count[at_plans_made], sum.count[at_plans_reused], sum.count[at_starts],
                  sum.count[at_packed], sum.seconds[kinds], max.seconds[kinds]);
 }
@@ -79,18 +87,20 @@ void print(std::FILE* out, const totals& sum, const totals& max, int ranks, cons
 } // namespace
 
 const char* name(op_kind k) noexcept {
-    static const char* const n[] = {"MPI_Alltoall", "MPI_Alltoallv", "MPI_Ialltoall", "MPI_Ialltoallv",
-                                    "MPIX_Alltoall_init", "MPIX_Alltoallv_init"};
+    static const char* const n[] = {"MPI_Alltoall",   "MPI_Alltoallv",      "MPI_Ialltoall",
+                                    "MPI_Ialltoallv", "MPIX_Alltoall_init", "MPIX_Alltoallv_init"};
     return n[static_cast<int>(k)];
 }
 
 const char* name(reason r) noexcept {
-    static const char* const n[] = {"disabled", "intercomm", "in_place", "below_threshold", "datatype",
+    static const char* const n[] = {"disabled",  "intercomm",  "in_place", "below_threshold", "datatype",
                                     "arguments", "other_rank", "topology", "unavailable"};
     return n[static_cast<int>(r)];
 }
 
-void count_fast(op_kind k, std::uint64_t bytes, double seconds) noexcept { add(k, f_fast, bytes, f_bytes_fast, seconds); }
+void count_fast(op_kind k, std::uint64_t bytes, double seconds) noexcept {
+    add(k, f_fast, bytes, f_bytes_fast, seconds);
+}
 
 void count_fallback(op_kind k, reason r, std::uint64_t bytes, double seconds) noexcept {
     add(k, f_fallback, bytes, f_bytes_fallback, seconds);
@@ -98,7 +108,9 @@ void count_fallback(op_kind k, reason r, std::uint64_t bytes, double seconds) no
     ++mine.count[static_cast<std::size_t>(at_reasons + static_cast<int>(r))];
 }
 
-void count_error(op_kind k) noexcept { add(k, f_errors, 0, f_bytes_fast, 0); }
+void count_error(op_kind k) noexcept {
+    add(k, f_errors, 0, f_bytes_fast, 0);
+}
 
 void count_start() noexcept {
     std::lock_guard lock(mutex);

@@ -17,7 +17,9 @@ using clock_type = std::chrono::steady_clock;
 using fast::exec::errc;
 using fast::exec::status;
 
-double since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
+double since(clock_type::time_point t0) {
+    return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
 
 // This rank's send bytes, for the counters (0 where the arguments are invalid).
 std::uint64_t send_bytes(const call& c) {
@@ -35,7 +37,8 @@ std::optional<reason> local_reason(const call& c) {
     if (c.sendbuf == MPI_IN_PLACE) return reason::in_place;
     int inter = 0;
     if (PMPI_Comm_test_inter(c.comm, &inter) != MPI_SUCCESS || inter) return reason::intercomm;
-    const bool uniform = c.kind == op_kind::alltoall || c.kind == op_kind::ialltoall || c.kind == op_kind::alltoall_init;
+    const bool uniform =
+        c.kind == op_kind::alltoall || c.kind == op_kind::ialltoall || c.kind == op_kind::alltoall_init;
     if (uniform && send_bytes(c) < s.config.threshold) return reason::below_threshold;
     return std::nullopt;
 }
@@ -66,10 +69,10 @@ int run_blocking(const call& c, const pmpi_call& fallback) {
     if (!e->ch) return fall_back(c, e->why, fallback, t0);
     byte_side send, recv;
     std::optional<reason> decline;
-    if (!make_side(c.sendbuf, c.send, c.sendtype, false, send) || !make_side(c.recvbuf, c.recv, c.recvtype, false, recv))
+    if (!make_side(c.sendbuf, c.send, c.sendtype, false, send) ||
+        !make_side(c.recvbuf, c.recv, c.recvtype, false, recv))
         decline = decline_reason(c);
-    else if (std::max(send.total, recv.total) < state().config.threshold)
-        decline = reason::below_threshold;
+    else if (std::max(send.total, recv.total) < state().config.threshold) decline = reason::below_threshold;
     auto j = e->ch->submit([&](fast::exec::communicator& comm) {
         if (decline) return comm.alltoallv(nullptr, {}, {}, nullptr, {}, {}); // refused by every rank
         return comm.alltoallv(send.data(), send.counts, send.displs, recv.data(), recv.counts, recv.displs);
@@ -79,7 +82,8 @@ int run_blocking(const call& c, const pmpi_call& fallback) {
         count_fast(c.kind, send.total, since(t0));
         return MPI_SUCCESS;
     }
-    if (j->result.code() == errc::invalid_argument) return fall_back(c, decline.value_or(reason::other_rank), fallback, t0);
+    if (j->result.code() == errc::invalid_argument)
+        return fall_back(c, decline.value_or(reason::other_rank), fallback, t0);
     count_error(c.kind);
     return raise(c.comm, error_code(j->result, name(c.kind)));
 }
@@ -96,7 +100,8 @@ int run_nonblocking(const call& c, bool persistent, MPI_Request* request, const 
     op->ch = e->ch;
     op->user_send = mpi_side(const_cast<void*>(c.sendbuf), c.send, c.sendtype);
     op->user_recv = mpi_side(c.recvbuf, c.recv, c.recvtype);
-    if (!make_side(c.sendbuf, c.send, c.sendtype, true, op->send) || !make_side(c.recvbuf, c.recv, c.recvtype, true, op->recv)) {
+    if (!make_side(c.sendbuf, c.send, c.sendtype, true, op->send) ||
+        !make_side(c.recvbuf, c.recv, c.recvtype, true, op->recv)) {
         op->decline = true; // the others learn it at the agreement and fail alike
         op->local_error = error_code(MPI_ERR_COUNT, name(c.kind), "a count is negative or a block exceeds 2 GiB");
     } else if (op->send.packed() || op->recv.packed()) {

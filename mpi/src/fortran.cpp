@@ -36,8 +36,12 @@ void* buffer(void* b) {
     return b;
 }
 
-bool ignore_status(const MPI_Fint* s) { return static_cast<const void*>(s) == &mpi_fortran_status_ignore_; }
-bool ignore_statuses(const MPI_Fint* s) { return static_cast<const void*>(s) == &mpi_fortran_statuses_ignore_; }
+bool ignore_status(const MPI_Fint* s) {
+    return static_cast<const void*>(s) == &mpi_fortran_status_ignore_;
+}
+bool ignore_statuses(const MPI_Fint* s) {
+    return static_cast<const void*>(s) == &mpi_fortran_statuses_ignore_;
+}
 
 // Requests and statuses of one array call, in C form, written back after the call.
 struct request_array {
@@ -65,7 +69,8 @@ void put_status(const MPI_Status& c, MPI_Fint* f) {
 }
 
 // MPI_Waitsome or MPI_Testsome: indices are 1-based in Fortran.
-void some(bool wait, MPI_Fint* n, MPI_Fint* reqs, MPI_Fint* outcount, MPI_Fint* indices, MPI_Fint* statuses, MPI_Fint* ierr) {
+void some(bool wait, MPI_Fint* n, MPI_Fint* reqs, MPI_Fint* outcount, MPI_Fint* indices, MPI_Fint* statuses,
+          MPI_Fint* ierr) {
     request_array a(*n, reqs, statuses);
     int out = 0;
     *ierr = wait ? MPI_Waitsome(*n, a.c.data(), &out, indices, a.statuses())
@@ -85,28 +90,35 @@ void one_request(int (*fn)(MPI_Request*), MPI_Fint* req, MPI_Fint* ierr) {
 
 // Defines `impl` and exports it under Fortran's names: lower_, lower__, lower, UPPER, and the
 // name the mpi_f08 module calls.
-#define FAST_MPI_FORTRAN(impl, lower, upper, f08, params)                                          \
-    extern "C" __attribute__((visibility("default"), alias(#impl))) void lower##_ params;          \
-    extern "C" __attribute__((visibility("default"), alias(#impl))) void lower##__ params;         \
-    extern "C" __attribute__((visibility("default"), alias(#impl))) void lower params;             \
-    extern "C" __attribute__((visibility("default"), alias(#impl))) void upper params;             \
+#define FAST_MPI_FORTRAN(impl, lower, upper, f08, params)                                                              \
+    extern "C" __attribute__((visibility("default"), alias(#impl))) void lower##_ params;                              \
+    extern "C" __attribute__((visibility("default"), alias(#impl))) void lower##__ params;                             \
+    extern "C" __attribute__((visibility("default"), alias(#impl))) void lower params;                                 \
+    extern "C" __attribute__((visibility("default"), alias(#impl))) void upper params;                                 \
     extern "C" __attribute__((visibility("default"), alias(#impl))) void f08 params;
 
 extern "C" {
 
-#define ALLTOALLV_F (void* sb, MPI_Fint* sc, MPI_Fint* sd, MPI_Fint* st, void* rb, MPI_Fint* rc, MPI_Fint* rd, MPI_Fint* rt, MPI_Fint* comm, MPI_Fint* ierr)
+#define ALLTOALLV_F                                                                                                    \
+    (void* sb, MPI_Fint* sc, MPI_Fint* sd, MPI_Fint* st, void* rb, MPI_Fint* rc, MPI_Fint* rd, MPI_Fint* rt,           \
+     MPI_Fint* comm, MPI_Fint* ierr)
 void fast_mpi_f_alltoallv ALLTOALLV_F {
-    *ierr = MPI_Alltoallv(buffer(sb), sc, sd, PMPI_Type_f2c(*st), buffer(rb), rc, rd, PMPI_Type_f2c(*rt), PMPI_Comm_f2c(*comm));
+    *ierr = MPI_Alltoallv(buffer(sb), sc, sd, PMPI_Type_f2c(*st), buffer(rb), rc, rd, PMPI_Type_f2c(*rt),
+                          PMPI_Comm_f2c(*comm));
 }
 FAST_MPI_FORTRAN(fast_mpi_f_alltoallv, mpi_alltoallv, MPI_ALLTOALLV, ompi_alltoallv_f, ALLTOALLV_F)
 
-#define ALLTOALL_F (void* sb, MPI_Fint* sc, MPI_Fint* st, void* rb, MPI_Fint* rc, MPI_Fint* rt, MPI_Fint* comm, MPI_Fint* ierr)
+#define ALLTOALL_F                                                                                                     \
+    (void* sb, MPI_Fint* sc, MPI_Fint* st, void* rb, MPI_Fint* rc, MPI_Fint* rt, MPI_Fint* comm, MPI_Fint* ierr)
 void fast_mpi_f_alltoall ALLTOALL_F {
-    *ierr = MPI_Alltoall(buffer(sb), *sc, PMPI_Type_f2c(*st), buffer(rb), *rc, PMPI_Type_f2c(*rt), PMPI_Comm_f2c(*comm));
+    *ierr =
+        MPI_Alltoall(buffer(sb), *sc, PMPI_Type_f2c(*st), buffer(rb), *rc, PMPI_Type_f2c(*rt), PMPI_Comm_f2c(*comm));
 }
 FAST_MPI_FORTRAN(fast_mpi_f_alltoall, mpi_alltoall, MPI_ALLTOALL, ompi_alltoall_f, ALLTOALL_F)
 
-#define IALLTOALLV_F (void* sb, MPI_Fint* sc, MPI_Fint* sd, MPI_Fint* st, void* rb, MPI_Fint* rc, MPI_Fint* rd, MPI_Fint* rt, MPI_Fint* comm, MPI_Fint* req, MPI_Fint* ierr)
+#define IALLTOALLV_F                                                                                                   \
+    (void* sb, MPI_Fint* sc, MPI_Fint* sd, MPI_Fint* st, void* rb, MPI_Fint* rc, MPI_Fint* rd, MPI_Fint* rt,           \
+     MPI_Fint* comm, MPI_Fint* req, MPI_Fint* ierr)
 void fast_mpi_f_ialltoallv IALLTOALLV_F {
     MPI_Request r = MPI_REQUEST_NULL;
     *ierr = MPI_Ialltoallv(buffer(sb), sc, sd, PMPI_Type_f2c(*st), buffer(rb), rc, rd, PMPI_Type_f2c(*rt),
@@ -115,35 +127,44 @@ void fast_mpi_f_ialltoallv IALLTOALLV_F {
 }
 FAST_MPI_FORTRAN(fast_mpi_f_ialltoallv, mpi_ialltoallv, MPI_IALLTOALLV, ompi_ialltoallv_f, IALLTOALLV_F)
 
-#define IALLTOALL_F (void* sb, MPI_Fint* sc, MPI_Fint* st, void* rb, MPI_Fint* rc, MPI_Fint* rt, MPI_Fint* comm, MPI_Fint* req, MPI_Fint* ierr)
+#define IALLTOALL_F                                                                                                    \
+    (void* sb, MPI_Fint* sc, MPI_Fint* st, void* rb, MPI_Fint* rc, MPI_Fint* rt, MPI_Fint* comm, MPI_Fint* req,        \
+     MPI_Fint* ierr)
 void fast_mpi_f_ialltoall IALLTOALL_F {
     MPI_Request r = MPI_REQUEST_NULL;
-    *ierr = MPI_Ialltoall(buffer(sb), *sc, PMPI_Type_f2c(*st), buffer(rb), *rc, PMPI_Type_f2c(*rt), PMPI_Comm_f2c(*comm), &r);
+    *ierr = MPI_Ialltoall(buffer(sb), *sc, PMPI_Type_f2c(*st), buffer(rb), *rc, PMPI_Type_f2c(*rt),
+                          PMPI_Comm_f2c(*comm), &r);
     if (*ierr == MPI_SUCCESS) *req = PMPI_Request_c2f(r);
 }
 FAST_MPI_FORTRAN(fast_mpi_f_ialltoall, mpi_ialltoall, MPI_IALLTOALL, ompi_ialltoall_f, IALLTOALL_F)
 
 #if defined(OMPI_HAVE_MPI_EXT_PCOLLREQ)
-#define ALLTOALLV_INIT_F (void* sb, MPI_Fint* sc, MPI_Fint* sd, MPI_Fint* st, void* rb, MPI_Fint* rc, MPI_Fint* rd, MPI_Fint* rt, MPI_Fint* comm, MPI_Fint* info, MPI_Fint* req, MPI_Fint* ierr)
+#define ALLTOALLV_INIT_F                                                                                               \
+    (void* sb, MPI_Fint* sc, MPI_Fint* sd, MPI_Fint* st, void* rb, MPI_Fint* rc, MPI_Fint* rd, MPI_Fint* rt,           \
+     MPI_Fint* comm, MPI_Fint* info, MPI_Fint* req, MPI_Fint* ierr)
 void fast_mpi_f_alltoallv_init ALLTOALLV_INIT_F {
     MPI_Request r = MPI_REQUEST_NULL;
     *ierr = MPIX_Alltoallv_init(buffer(sb), sc, sd, PMPI_Type_f2c(*st), buffer(rb), rc, rd, PMPI_Type_f2c(*rt),
                                 PMPI_Comm_f2c(*comm), PMPI_Info_f2c(*info), &r);
     if (*ierr == MPI_SUCCESS) *req = PMPI_Request_c2f(r);
 }
-FAST_MPI_FORTRAN(fast_mpi_f_alltoallv_init, mpix_alltoallv_init, MPIX_ALLTOALLV_INIT, ompix_alltoallv_init_f, ALLTOALLV_INIT_F)
+FAST_MPI_FORTRAN(fast_mpi_f_alltoallv_init, mpix_alltoallv_init, MPIX_ALLTOALLV_INIT, ompix_alltoallv_init_f,
+                 ALLTOALLV_INIT_F)
 
-#define ALLTOALL_INIT_F (void* sb, MPI_Fint* sc, MPI_Fint* st, void* rb, MPI_Fint* rc, MPI_Fint* rt, MPI_Fint* comm, MPI_Fint* info, MPI_Fint* req, MPI_Fint* ierr)
+#define ALLTOALL_INIT_F                                                                                                \
+    (void* sb, MPI_Fint* sc, MPI_Fint* st, void* rb, MPI_Fint* rc, MPI_Fint* rt, MPI_Fint* comm, MPI_Fint* info,       \
+     MPI_Fint* req, MPI_Fint* ierr)
 void fast_mpi_f_alltoall_init ALLTOALL_INIT_F {
     MPI_Request r = MPI_REQUEST_NULL;
     *ierr = MPIX_Alltoall_init(buffer(sb), *sc, PMPI_Type_f2c(*st), buffer(rb), *rc, PMPI_Type_f2c(*rt),
                                PMPI_Comm_f2c(*comm), PMPI_Info_f2c(*info), &r);
     if (*ierr == MPI_SUCCESS) *req = PMPI_Request_c2f(r);
 }
-FAST_MPI_FORTRAN(fast_mpi_f_alltoall_init, mpix_alltoall_init, MPIX_ALLTOALL_INIT, ompix_alltoall_init_f, ALLTOALL_INIT_F)
+FAST_MPI_FORTRAN(fast_mpi_f_alltoall_init, mpix_alltoall_init, MPIX_ALLTOALL_INIT, ompix_alltoall_init_f,
+                 ALLTOALL_INIT_F)
 #endif
 
-#define WAIT_F (MPI_Fint* req, MPI_Fint* status, MPI_Fint* ierr)
+#define WAIT_F (MPI_Fint * req, MPI_Fint * status, MPI_Fint * ierr)
 void fast_mpi_f_wait WAIT_F {
     MPI_Request r = PMPI_Request_f2c(*req);
     MPI_Status s;
@@ -153,7 +174,7 @@ void fast_mpi_f_wait WAIT_F {
 }
 FAST_MPI_FORTRAN(fast_mpi_f_wait, mpi_wait, MPI_WAIT, ompi_wait_f, WAIT_F)
 
-#define TEST_F (MPI_Fint* req, MPI_Fint* flag, MPI_Fint* status, MPI_Fint* ierr)
+#define TEST_F (MPI_Fint * req, MPI_Fint * flag, MPI_Fint * status, MPI_Fint * ierr)
 void fast_mpi_f_test TEST_F {
     MPI_Request r = PMPI_Request_f2c(*req);
     MPI_Status s;
@@ -165,7 +186,7 @@ void fast_mpi_f_test TEST_F {
 }
 FAST_MPI_FORTRAN(fast_mpi_f_test, mpi_test, MPI_TEST, pmpi_test_, TEST_F)
 
-#define WAITALL_F (MPI_Fint* n, MPI_Fint* reqs, MPI_Fint* statuses, MPI_Fint* ierr)
+#define WAITALL_F (MPI_Fint * n, MPI_Fint * reqs, MPI_Fint * statuses, MPI_Fint * ierr)
 void fast_mpi_f_waitall WAITALL_F {
     request_array a(*n, reqs, statuses);
     *ierr = MPI_Waitall(*n, a.c.data(), a.statuses());
@@ -173,7 +194,7 @@ void fast_mpi_f_waitall WAITALL_F {
 }
 FAST_MPI_FORTRAN(fast_mpi_f_waitall, mpi_waitall, MPI_WAITALL, ompi_waitall_f, WAITALL_F)
 
-#define TESTALL_F (MPI_Fint* n, MPI_Fint* reqs, MPI_Fint* flag, MPI_Fint* statuses, MPI_Fint* ierr)
+#define TESTALL_F (MPI_Fint * n, MPI_Fint * reqs, MPI_Fint * flag, MPI_Fint * statuses, MPI_Fint * ierr)
 void fast_mpi_f_testall TESTALL_F {
     request_array a(*n, reqs, statuses);
     int f = 0;
@@ -183,7 +204,7 @@ void fast_mpi_f_testall TESTALL_F {
 }
 FAST_MPI_FORTRAN(fast_mpi_f_testall, mpi_testall, MPI_TESTALL, pmpi_testall_, TESTALL_F)
 
-#define WAITANY_F (MPI_Fint* n, MPI_Fint* reqs, MPI_Fint* index, MPI_Fint* status, MPI_Fint* ierr)
+#define WAITANY_F (MPI_Fint * n, MPI_Fint * reqs, MPI_Fint * index, MPI_Fint * status, MPI_Fint * ierr)
 void fast_mpi_f_waitany WAITANY_F {
     request_array a(*n, reqs, nullptr);
     MPI_Status s;
@@ -195,7 +216,7 @@ void fast_mpi_f_waitany WAITANY_F {
 }
 FAST_MPI_FORTRAN(fast_mpi_f_waitany, mpi_waitany, MPI_WAITANY, ompi_waitany_f, WAITANY_F)
 
-#define TESTANY_F (MPI_Fint* n, MPI_Fint* reqs, MPI_Fint* index, MPI_Fint* flag, MPI_Fint* status, MPI_Fint* ierr)
+#define TESTANY_F (MPI_Fint * n, MPI_Fint * reqs, MPI_Fint * index, MPI_Fint * flag, MPI_Fint * status, MPI_Fint * ierr)
 void fast_mpi_f_testany TESTANY_F {
     request_array a(*n, reqs, nullptr);
     MPI_Status s;
@@ -208,13 +229,18 @@ void fast_mpi_f_testany TESTANY_F {
 }
 FAST_MPI_FORTRAN(fast_mpi_f_testany, mpi_testany, MPI_TESTANY, pmpi_testany_, TESTANY_F)
 
-#define SOME_F (MPI_Fint* n, MPI_Fint* reqs, MPI_Fint* outcount, MPI_Fint* indices, MPI_Fint* statuses, MPI_Fint* ierr)
-void fast_mpi_f_waitsome SOME_F { some(true, n, reqs, outcount, indices, statuses, ierr); }
-void fast_mpi_f_testsome SOME_F { some(false, n, reqs, outcount, indices, statuses, ierr); }
+#define SOME_F                                                                                                         \
+    (MPI_Fint * n, MPI_Fint * reqs, MPI_Fint * outcount, MPI_Fint * indices, MPI_Fint * statuses, MPI_Fint * ierr)
+void fast_mpi_f_waitsome SOME_F {
+    some(true, n, reqs, outcount, indices, statuses, ierr);
+}
+void fast_mpi_f_testsome SOME_F {
+    some(false, n, reqs, outcount, indices, statuses, ierr);
+}
 FAST_MPI_FORTRAN(fast_mpi_f_waitsome, mpi_waitsome, MPI_WAITSOME, ompi_waitsome_f, SOME_F)
 FAST_MPI_FORTRAN(fast_mpi_f_testsome, mpi_testsome, MPI_TESTSOME, pmpi_testsome_, SOME_F)
 
-#define GET_STATUS_F (MPI_Fint* req, MPI_Fint* flag, MPI_Fint* status, MPI_Fint* ierr)
+#define GET_STATUS_F (MPI_Fint * req, MPI_Fint * flag, MPI_Fint * status, MPI_Fint * ierr)
 void fast_mpi_f_request_get_status GET_STATUS_F {
     MPI_Status s;
     int f = 0;
@@ -222,17 +248,24 @@ void fast_mpi_f_request_get_status GET_STATUS_F {
     *flag = f ? 1 : 0;
     if (*ierr == MPI_SUCCESS && f) put_status(s, status);
 }
-FAST_MPI_FORTRAN(fast_mpi_f_request_get_status, mpi_request_get_status, MPI_REQUEST_GET_STATUS, pmpi_request_get_status_, GET_STATUS_F)
+FAST_MPI_FORTRAN(fast_mpi_f_request_get_status, mpi_request_get_status, MPI_REQUEST_GET_STATUS,
+                 pmpi_request_get_status_, GET_STATUS_F)
 
-#define ONE_REQUEST_F (MPI_Fint* req, MPI_Fint* ierr)
-void fast_mpi_f_start ONE_REQUEST_F { one_request(MPI_Start, req, ierr); }
-void fast_mpi_f_request_free ONE_REQUEST_F { one_request(MPI_Request_free, req, ierr); }
-void fast_mpi_f_cancel ONE_REQUEST_F { one_request(MPI_Cancel, req, ierr); }
+#define ONE_REQUEST_F (MPI_Fint * req, MPI_Fint * ierr)
+void fast_mpi_f_start ONE_REQUEST_F {
+    one_request(MPI_Start, req, ierr);
+}
+void fast_mpi_f_request_free ONE_REQUEST_F {
+    one_request(MPI_Request_free, req, ierr);
+}
+void fast_mpi_f_cancel ONE_REQUEST_F {
+    one_request(MPI_Cancel, req, ierr);
+}
 FAST_MPI_FORTRAN(fast_mpi_f_start, mpi_start, MPI_START, ompi_start_f, ONE_REQUEST_F)
 FAST_MPI_FORTRAN(fast_mpi_f_request_free, mpi_request_free, MPI_REQUEST_FREE, ompi_request_free_f, ONE_REQUEST_F)
 FAST_MPI_FORTRAN(fast_mpi_f_cancel, mpi_cancel, MPI_CANCEL, ompi_cancel_f, ONE_REQUEST_F)
 
-#define STARTALL_F (MPI_Fint* n, MPI_Fint* reqs, MPI_Fint* ierr)
+#define STARTALL_F (MPI_Fint * n, MPI_Fint * reqs, MPI_Fint * ierr)
 void fast_mpi_f_startall STARTALL_F {
     request_array a(*n, reqs, nullptr);
     *ierr = MPI_Startall(*n, a.c.data());
@@ -240,11 +273,13 @@ void fast_mpi_f_startall STARTALL_F {
 }
 FAST_MPI_FORTRAN(fast_mpi_f_startall, mpi_startall, MPI_STARTALL, ompi_startall_f, STARTALL_F)
 
-#define INIT_F (MPI_Fint* ierr)
-void fast_mpi_f_init INIT_F { *ierr = MPI_Init(nullptr, nullptr); }
+#define INIT_F (MPI_Fint * ierr)
+void fast_mpi_f_init INIT_F {
+    *ierr = MPI_Init(nullptr, nullptr);
+}
 FAST_MPI_FORTRAN(fast_mpi_f_init, mpi_init, MPI_INIT, ompi_init_f, INIT_F)
 
-#define INIT_THREAD_F (MPI_Fint* required, MPI_Fint* provided, MPI_Fint* ierr)
+#define INIT_THREAD_F (MPI_Fint * required, MPI_Fint * provided, MPI_Fint * ierr)
 void fast_mpi_f_init_thread INIT_THREAD_F {
     int p = 0;
     *ierr = MPI_Init_thread(nullptr, nullptr, *required, &p);
@@ -252,8 +287,10 @@ void fast_mpi_f_init_thread INIT_THREAD_F {
 }
 FAST_MPI_FORTRAN(fast_mpi_f_init_thread, mpi_init_thread, MPI_INIT_THREAD, ompi_init_thread_f, INIT_THREAD_F)
 
-#define FINALIZE_F (MPI_Fint* ierr)
-void fast_mpi_f_finalize FINALIZE_F { *ierr = MPI_Finalize(); }
+#define FINALIZE_F (MPI_Fint * ierr)
+void fast_mpi_f_finalize FINALIZE_F {
+    *ierr = MPI_Finalize();
+}
 FAST_MPI_FORTRAN(fast_mpi_f_finalize, mpi_finalize, MPI_FINALIZE, ompi_finalize_f, FINALIZE_F)
 
 } // extern "C"

@@ -73,8 +73,9 @@ int pack(const void* buf, const block_list& blocks, MPI_Datatype type, MPI_Comm 
         const auto bytes = static_cast<int>(side.counts[static_cast<std::size_t>(j)]);
         if (bytes == 0) continue;
         int position = 0;
-        const int rc = PMPI_Pack(reinterpret_cast<const void*>(address(buf, blocks.displ(j), t.extent)), blocks.count(j),
-                                 type, side.staging.data() + side.displs[static_cast<std::size_t>(j)], bytes, &position, comm);
+        const int rc =
+            PMPI_Pack(reinterpret_cast<const void*>(address(buf, blocks.displ(j), t.extent)), blocks.count(j), type,
+                      side.staging.data() + side.displs[static_cast<std::size_t>(j)], bytes, &position, comm);
         if (rc != MPI_SUCCESS) return rc;
         if (position != bytes) return MPI_ERR_TYPE; // a packed form that is not the type's data alone
     }
@@ -87,9 +88,9 @@ int unpack(const byte_side& side, void* buf, const block_list& blocks, MPI_Datat
         const auto bytes = static_cast<int>(side.counts[static_cast<std::size_t>(j)]);
         if (bytes == 0) continue;
         int position = 0;
-        const int rc = PMPI_Unpack(side.staging.data() + side.displs[static_cast<std::size_t>(j)], bytes, &position,
-                                   reinterpret_cast<void*>(address(buf, blocks.displ(j), t.extent)), blocks.count(j),
-                                   type, comm);
+        const int rc =
+            PMPI_Unpack(side.staging.data() + side.displs[static_cast<std::size_t>(j)], bytes, &position,
+                        reinterpret_cast<void*>(address(buf, blocks.displ(j), t.extent)), blocks.count(j), type, comm);
         if (rc != MPI_SUCCESS) return rc;
     }
     return MPI_SUCCESS;

@@ -29,7 +29,9 @@ struct block_list {
     int ranks = 0;
 
     [[nodiscard]] int count(int j) const { return counts != nullptr ? counts[j] : uniform; }
-    [[nodiscard]] long long displ(int j) const { return displs != nullptr ? displs[j] : static_cast<long long>(j) * uniform; }
+    [[nodiscard]] long long displ(int j) const {
+        return displs != nullptr ? displs[j] : static_cast<long long>(j) * uniform;
+    }
 };
 
 /// One side of an all-to-all as the executor takes it: a base address and byte counts and

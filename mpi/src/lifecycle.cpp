@@ -47,8 +47,7 @@ int configure() {
     const std::string differing = differing_variable(vars); // every rank takes part
     const std::vector<std::string> unknown = unknown_variables();
     std::string error;
-    if (!unknown.empty())
-        error = unknown.front() + " is not a fast_mpi variable (known: " + known_names(vars) + ")";
+    if (!unknown.empty()) error = unknown.front() + " is not a fast_mpi variable (known: " + known_names(vars) + ")";
     else if (!parse_settings(vars, s.config, error))
         ;
     else if (!differing.empty())
@@ -67,8 +66,9 @@ int configure() {
 
 std::string describe_config() {
     const settings& c = state().config;
-    const std::string servers = c.exec.gpus_per_server > 0 ? std::to_string(c.exec.gpus_per_server) + " ranks per server"
-                                                           : "one server per shared-memory node";
+    const std::string servers = c.exec.gpus_per_server > 0
+                                    ? std::to_string(c.exec.gpus_per_server) + " ranks per server"
+                                    : "one server per shared-memory node";
     return std::string(c.enable ? "enabled" : "disabled") + ", threshold " + std::to_string(c.threshold) +
            " bytes, scheduler " + std::string(fast::exec::to_string(c.exec.scheduler)) + ", flow " +
            std::string(fast::exec::to_string(c.exec.flow)) + ", " + servers;

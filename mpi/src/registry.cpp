@@ -42,7 +42,8 @@ std::shared_ptr<comm_entry> open_entry(MPI_Comm comm) {
         int rank = 0;
         PMPI_Comm_rank(comm, &rank);
         if (rank == 0 || !topology) // the topology's reason is the same on every rank
-            std::fprintf(stderr, "fast_mpi: rank %d of a communicator: its all-to-alls go to MPI: %s\n", rank, why.c_str());
+            std::fprintf(stderr, "fast_mpi: rank %d of a communicator: its all-to-alls go to MPI: %s\n", rank,
+                         why.c_str());
     }
     return e;
 }
@@ -88,8 +89,10 @@ void close_all() noexcept {
     }
     const auto deadline = std::chrono::steady_clock::now() + state().config.exec.timeout;
     int done = 0;
-    while (!barriers.empty() && PMPI_Testall(static_cast<int>(barriers.size()), barriers.data(), &done,
-                                             MPI_STATUSES_IGNORE) == MPI_SUCCESS && !done) {
+    while (!barriers.empty() &&
+           PMPI_Testall(static_cast<int>(barriers.size()), barriers.data(), &done, MPI_STATUSES_IGNORE) ==
+               MPI_SUCCESS &&
+           !done) {
         if (std::chrono::steady_clock::now() > deadline) break;
         sched_yield();
     }

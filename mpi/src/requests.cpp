@@ -11,13 +11,16 @@
 
 namespace fast::mpi {
 
-mpi_side::mpi_side(void* buffer, const block_list& b, MPI_Datatype t) : buf(buffer), uniform(b.uniform), ranks(b.ranks), type(t) {
+mpi_side::mpi_side(void* buffer, const block_list& b, MPI_Datatype t)
+    : buf(buffer), uniform(b.uniform), ranks(b.ranks), type(t) {
     if (b.counts != nullptr) counts.assign(b.counts, b.counts + b.ranks);
     if (b.displs != nullptr) displs.assign(b.displs, b.displs + b.ranks);
     if (t != MPI_DATATYPE_NULL && !describe(t).contiguous && PMPI_Type_dup(t, &type) == MPI_SUCCESS) owns_type = true;
 }
 
-mpi_side::~mpi_side() { free_type(); }
+mpi_side::~mpi_side() {
+    free_type();
+}
 
 void mpi_side::free_type() noexcept {
     int finalized = 0;
@@ -112,7 +115,9 @@ int outcome(operation& op) {
     return MPI_SUCCESS;
 }
 
-void send_signal(const operation& op) { PMPI_Send(nullptr, 0, MPI_BYTE, 0, op.tag, state().self); }
+void send_signal(const operation& op) {
+    PMPI_Send(nullptr, 0, MPI_BYTE, 0, op.tag, state().self);
+}
 
 } // namespace
 

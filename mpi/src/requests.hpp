@@ -56,9 +56,9 @@ struct operation {
     op_kind kind = op_kind::ialltoallv;
     bool persistent = false;
     std::shared_ptr<channel> ch;
-    byte_side send, recv;  ///< what the executor gets
+    byte_side send, recv; ///< what the executor gets
     mpi_side user_send, user_recv;
-    bool decline = false;  ///< this rank's arguments are invalid: it tells the others, fails locally
+    bool decline = false; ///< this rank's arguments are invalid: it tells the others, fails locally
     int local_error = MPI_SUCCESS;
     std::uint64_t bytes = 0; ///< this rank's send bytes
     double seconds = 0;      ///< time in the initiating call
@@ -67,10 +67,10 @@ struct operation {
     std::shared_ptr<fast::exec::alltoallv_request> preq;
     // The carrier's side.
     int tag = 0;
-    bool active = false;     ///< started and not yet completed through MPI
-    bool signalled = false;  ///< its zero-byte message was sent
-    bool orphan = false;     ///< MPI_Request_free'd while active
-    int code = MPI_SUCCESS;  ///< the outcome, set when signalled
+    bool active = false;    ///< started and not yet completed through MPI
+    bool signalled = false; ///< its zero-byte message was sent
+    bool orphan = false;    ///< MPI_Request_free'd while active
+    int code = MPI_SUCCESS; ///< the outcome, set when signalled
 };
 
 namespace requests {

@@ -16,7 +16,8 @@ namespace {
 
 constexpr const char* names[][2] = {
     {"FAST_MPI_ENABLE", "1 (default) or 0: 0 sends every call to the MPI library unchanged"},
-    {"FAST_MPI_THRESHOLD", "bytes (suffixes K, M, G): a call goes FAST when every rank sends or receives at least this much (8K)"},
+    {"FAST_MPI_THRESHOLD",
+     "bytes (suffixes K, M, G): a call goes FAST when every rank sends or receives at least this much (8K)"},
     {"FAST_MPI_SCHEDULER", "fast (default) or direct: the executor's schedule"},
     {"FAST_MPI_FLOW", "rendezvous (default) or credits: the executor's flow control"},
     {"FAST_MPI_GPUS_PER_SERVER", "ranks per server; 0 (default): the ranks of each shared-memory node"},
@@ -28,8 +29,12 @@ constexpr const char* names[][2] = {
     {"FAST_MPI_SUMMARY", "0 (default), 1 (rank 0 prints a summary to stderr at MPI_Finalize) or a file name"},
 };
 
-bool is_true(std::string_view v) { return v == "1" || v == "yes" || v == "true" || v == "on"; }
-bool is_false(std::string_view v) { return v == "0" || v == "no" || v == "false" || v == "off"; }
+bool is_true(std::string_view v) {
+    return v == "1" || v == "yes" || v == "true" || v == "on";
+}
+bool is_false(std::string_view v) {
+    return v == "0" || v == "no" || v == "false" || v == "off";
+}
 
 // A finite number > 0 (>= 0 with allow_zero), the whole text used.
 bool parse_positive(const char* text, double& out, bool allow_zero) {
@@ -57,10 +62,11 @@ bool parse_one(const variable& v, settings& s, std::string& error) {
             return error = bad(v, "a byte count such as 65536 or 64K"), false;
         }
     } else if (name == "FAST_MPI_SCHEDULER") {
-        if (text != "automatic" && text != "fast" && text != "direct") return error = bad(v, "automatic, fast or direct"), false;
-        c.scheduler = text == "fast" ? fast::exec::scheduler::fast
-                    : text == "direct" ? fast::exec::scheduler::direct
-                                       : fast::exec::scheduler::automatic;
+        if (text != "automatic" && text != "fast" && text != "direct")
+            return error = bad(v, "automatic, fast or direct"), false;
+        c.scheduler = text == "fast"     ? fast::exec::scheduler::fast
+                      : text == "direct" ? fast::exec::scheduler::direct
+                                         : fast::exec::scheduler::automatic;
     } else if (name == "FAST_MPI_FLOW") {
         if (text != "rendezvous" && text != "credits") return error = bad(v, "rendezvous or credits"), false;
         c.flow = text == "credits" ? fast::exec::flow_control::credits : fast::exec::flow_control::rendezvous;
@@ -77,7 +83,8 @@ bool parse_one(const variable& v, settings& s, std::string& error) {
     } else {
         const bool latency = name.find("ALPHA") != std::string_view::npos;
         if (!parse_positive(v.value, x, latency))
-            return error = bad(v, latency ? "a non-negative number of microseconds" : "a positive number of GB/s"), false;
+            return error = bad(v, latency ? "a non-negative number of microseconds" : "a positive number of GB/s"),
+                   false;
         if (name == "FAST_MPI_SCALE_UP_GBPS") c.scale_up_gbps = x;
         if (name == "FAST_MPI_SCALE_OUT_GBPS") c.scale_out_gbps = x;
         if (name == "FAST_MPI_ALPHA_UP_US") c.alpha_up_us = x;

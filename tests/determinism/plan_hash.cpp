@@ -27,7 +27,8 @@ void emit(const std::string& what, const fast::traffic_matrix& m, const fast::to
                     std::string(fast::to_string(policy)).c_str(), p.steps(), p.transfers.size(),
                     static_cast<unsigned long long>(hash_plan(p)));
     }
-    for (const fast::scheduler s : {fast::scheduler::fast_unbalanced, fast::scheduler::direct, fast::scheduler::spreadout}) {
+    for (const fast::scheduler s :
+         {fast::scheduler::fast_unbalanced, fast::scheduler::direct, fast::scheduler::spreadout}) {
         fast::plan_options o;
         o.scheduler = s;
         const fast::plan p = fast::make_plan(m, t, o);

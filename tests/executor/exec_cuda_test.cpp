@@ -54,8 +54,8 @@ struct options {
     bool require = false;
     bool processes = false;
     bool host = false; ///< host memory instead: checks this harness where there is no GPU
-    int rank = -1;   ///< a child process: its rank (internal)
-    std::string dir; ///< a child process: the folder of the file allgather (internal)
+    int rank = -1;     ///< a child process: its rank (internal)
+    std::string dir;   ///< a child process: the folder of the file allgather (internal)
     int ranks = 8;
     int gpus_per_server = 4;
     std::int64_t mean = 262144;
@@ -94,7 +94,8 @@ public:
             std::memset(recv, recv_sentinel, host.recv_data.size());
             return {};
         }
-        if (cudaError_t e = cudaMemset(recv, recv_sentinel, host.recv_data.size()); e != cudaSuccess) return cuda_error(e, "cudaMemset(recv)");
+        if (cudaError_t e = cudaMemset(recv, recv_sentinel, host.recv_data.size()); e != cudaSuccess)
+            return cuda_error(e, "cudaMemset(recv)");
         // cudaMemset may still be running when it returns, and the executor's copies run on a
         // non-blocking stream of its own, unordered with it: the buffer must be ready before the
         // call (docs/executor.md, Rules). Without this the self-copies raced with the memset.
@@ -118,7 +119,8 @@ private:
             p = std::malloc(bytes);
             return p != nullptr ? std::string() : std::string("malloc(") + what + ") failed";
         }
-        if (cudaError_t e = cudaMalloc(&p, bytes); e != cudaSuccess) return cuda_error(e, (std::string("cudaMalloc(") + what + ")").c_str());
+        if (cudaError_t e = cudaMalloc(&p, bytes); e != cudaSuccess)
+            return cuda_error(e, (std::string("cudaMalloc(") + what + ")").c_str());
         return {};
     }
     std::string copy(void* dst, const void* src, std::size_t bytes, const char* what) {
@@ -176,8 +178,9 @@ private:
             std::ifstream f;
             while (f.open(part(k), std::ios::binary), !f) {
                 if (clock_type::now() > deadline)
-                    return status(errc::bootstrap, "rank " + std::to_string(rank_) + ": no part from rank " + std::to_string(k) +
-                                                       " in allgather round " + std::to_string(round_) + " within " +
+                    return status(errc::bootstrap, "rank " + std::to_string(rank_) + ": no part from rank " +
+                                                       std::to_string(k) + " in allgather round " +
+                                                       std::to_string(round_) + " within " +
                                                        std::to_string(bootstrap_timeout.count()) + " ms");
                 std::this_thread::sleep_for(std::chrono::milliseconds(1));
             }
@@ -235,7 +238,8 @@ std::string run_calls(const options& o, communicator& comm, int me, scheduler sc
             }
         }
         if (!s.ok()) return label + " persistent run " + std::to_string(run) + ": " + s.message();
-        if (std::string e = b.check(m, me); !e.empty()) return label + " persistent run " + std::to_string(run) + ": " + e;
+        if (std::string e = b.check(m, me); !e.empty())
+            return label + " persistent run " + std::to_string(run) + ": " + e;
         if (std::string e = b.reset_recv(); !e.empty()) return e;
     }
     const statistics st = comm.stats();
@@ -319,7 +323,8 @@ bool parse(int argc, char** argv, options& o) {
         return false;
     }
     if (o.ranks % o.gpus_per_server != 0) {
-        std::fprintf(stderr, "exec_cuda_test: --gpus-per-server %d does not divide --ranks %d\n", o.gpus_per_server, o.ranks);
+        std::fprintf(stderr, "exec_cuda_test: --gpus-per-server %d does not divide --ranks %d\n", o.gpus_per_server,
+                     o.ranks);
         return false;
     }
     return true;
@@ -372,7 +377,8 @@ int run_threads(const options& o) {
                     if (!done[static_cast<std::size_t>(k)].load(std::memory_order_acquire)) return false;
                 return true;
             };
-            while (!all_done() && clock_type::now() < stop_at) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            while (!all_done() && clock_type::now() < stop_at)
+                std::this_thread::sleep_for(std::chrono::milliseconds(50));
             if (!all_done()) {
                 std::string busy;
                 for (int k = 0; k < o.ranks; ++k) {
@@ -505,7 +511,8 @@ int main(int argc, char** argv) {
             return skipped;
         }
         cudaDeviceProp prop{};
-        if (cudaGetDeviceProperties(&prop, o.device) == cudaSuccess) std::printf("device %d: %s\n", o.device, prop.name);
+        if (cudaGetDeviceProperties(&prop, o.device) == cudaSuccess)
+            std::printf("device %d: %s\n", o.device, prop.name);
     }
     const int rc = o.processes ? run_processes(o, argc, argv) : run_threads(o);
     if (rc == 77) {

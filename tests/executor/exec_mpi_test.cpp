@@ -13,8 +13,8 @@
 // Every rank checks its own results; the ranks agree on the outcome, rank 0 prints it, and the
 // exit status is 0 only if every rank passed.
 
-#include <mpi.h>
 #include <malloc.h>
+#include <mpi.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -96,11 +96,11 @@ bool same_everywhere(const status& s) {
 
 // One alltoallv of matrix `m` with the given layout, checked byte for byte against the expected
 // layout and against MPI_Alltoallv on the same input.
-bool run_case(communicator& comm, const fast::traffic_matrix& m, bool gapped, std::uint64_t seed, const std::string& name,
-              bool compare_with_mpi = true) {
+bool run_case(communicator& comm, const fast::traffic_matrix& m, bool gapped, std::uint64_t seed,
+              const std::string& name, bool compare_with_mpi = true) {
     rank_buffers b = make_buffers(m, rank_, gapped, seed, seed);
-    const status s = comm.alltoallv(b.send_data.data(), b.send.counts, b.send.displs, b.recv_data.data(),
-                                    b.recv.counts, b.recv.displs);
+    const status s = comm.alltoallv(b.send_data.data(), b.send.counts, b.send.displs, b.recv_data.data(), b.recv.counts,
+                                    b.recv.displs);
     bool ok = true;
     if (!s.ok()) {
         fail(name + ": " + s.message());
@@ -153,8 +153,8 @@ void patterns(int argc, char** argv) {
         bool iov;
         const char* name;
     };
-    const variant variants[] = {{scheduler::fast, true, "fast"}, {scheduler::direct, true, "direct"},
-                                {scheduler::fast, false, "fast/pieces"}};
+    const variant variants[] = {
+        {scheduler::fast, true, "fast"}, {scheduler::direct, true, "direct"}, {scheduler::fast, false, "fast/pieces"}};
     for (const int s : servers) {
         if (s < 1 || r % s != 0) continue;
         for (const variant& v : variants) {
@@ -170,7 +170,8 @@ void patterns(int argc, char** argv) {
             const std::uint64_t seed = 100 * static_cast<std::uint64_t>(s);
             bool ok = true;
             ok &= run_case(comm, random_skewed(r, seed + 1, 3000), false, seed + 1, tag + "skewed");
-            ok &= run_case(comm, random_skewed(r, seed + 2, 3000), true, seed + 2, tag + "skewed, gaps and permuted blocks");
+            ok &= run_case(comm, random_skewed(r, seed + 2, 3000), true, seed + 2,
+                           tag + "skewed, gaps and permuted blocks");
             ok &= run_case(comm, random_skewed(r, seed + 3, 60000, 40), true, seed + 3, tag + "large skewed, gaps");
             ok &= run_case(comm, fast::traffic_matrix::Zero(r, r), false, seed + 4, tag + "all zero");
             ok &= run_case(comm, self_only(r, 5000), true, seed + 5, tag + "self only");
@@ -257,8 +258,10 @@ void repeat(int argc, char** argv) {
     const long growth[2] = {end - warm, end_heap - warm_heap};
     // (Under AddressSanitizer freed memory sits in its quarantine and mallinfo2 means nothing:
     // the numbers are printed, not judged; LeakSanitizer checks leaks there.)
-    if (ok && !under_asan && growth[0] > 1024) fail("VmRSS grew by " + std::to_string(growth[0]) + " KiB after warm-up");
-    if (ok && !under_asan && growth[1] > 64) fail("the heap in use grew by " + std::to_string(growth[1]) + " KiB after warm-up");
+    if (ok && !under_asan && growth[0] > 1024)
+        fail("VmRSS grew by " + std::to_string(growth[0]) + " KiB after warm-up");
+    if (ok && !under_asan && growth[1] > 64)
+        fail("the heap in use grew by " + std::to_string(growth[1]) + " KiB after warm-up");
     long worst[2] = {0, 0};
     MPI_Allreduce(growth, worst, 2, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
     if (all_ok(failures_ == 0) && rank_ == 0)
@@ -278,8 +281,8 @@ void persistent() {
     const fast::traffic_matrix m = random_skewed(r, 42, 4000);
     rank_buffers b = make_buffers(m, rank_, true, 42);
     alltoallv_request req;
-    if (status s = comm.alltoallv_init(b.send_data.data(), b.send.counts, b.send.displs, b.recv_data.data(), b.recv.counts,
-                                       b.recv.displs, req);
+    if (status s = comm.alltoallv_init(b.send_data.data(), b.send.counts, b.send.displs, b.recv_data.data(),
+                                       b.recv.counts, b.recv.displs, req);
         !s.ok()) {
         fail(std::string("init: ") + s.message());
         return;
@@ -288,7 +291,8 @@ void persistent() {
         // New data in the same buffers every time; scratch grows in between (a bigger matrix).
         for (std::size_t j = 0; j < b.send.counts.size(); ++j)
             for (std::size_t o = 0; o < b.send.counts[j]; ++o)
-                b.send_data[b.send.displs[j] + o] = pattern(rank_, static_cast<int>(j), o, static_cast<std::uint64_t>(k));
+                b.send_data[b.send.displs[j] + o] =
+                    pattern(rank_, static_cast<int>(j), o, static_cast<std::uint64_t>(k));
         std::fill(b.recv_data.begin(), b.recv_data.end(), recv_sentinel);
         if (status s = req.start(); !s.ok()) {
             fail("start " + std::to_string(k) + ": " + s.message());
@@ -325,44 +329,52 @@ void errors() {
     }
     const fast::traffic_matrix m = random_skewed(r, 9, 1000, 0);
     auto expect = [&](const status& s, errc code, const std::string& fragment, const std::string& name) {
-        if (s.code() != code) fail(name + ": expected " + std::string(to_string(code)) + ", got " + std::string(to_string(s.code())) + ": " + s.message());
-        else if (std::string(s.message()).find(fragment) == std::string::npos) fail(name + ": message '" + s.message() + "' lacks '" + fragment + "'");
+        if (s.code() != code)
+            fail(name + ": expected " + std::string(to_string(code)) + ", got " + std::string(to_string(s.code())) +
+                 ": " + s.message());
+        else if (std::string(s.message()).find(fragment) == std::string::npos)
+            fail(name + ": message '" + s.message() + "' lacks '" + fragment + "'");
         if (!same_everywhere(s)) fail(name + ": ranks report different errors: " + s.message());
         if (rank_ == 0) std::printf("%s: %s\n", name.c_str(), s.message());
     };
-    {   // Rank 3 (or the last) expects a different count from rank 1 than rank 1 sends.
+    { // Rank 3 (or the last) expects a different count from rank 1 than rank 1 sends.
         const int victim = std::min(3, r - 1);
         const int sender = 1 % r;
         rank_buffers b = make_buffers(m, rank_, false, 1);
         std::vector<std::size_t> rc = b.recv.counts;
         if (rank_ == victim) rc[static_cast<std::size_t>(sender)] -= 1;
-        const status s = comm.alltoallv(b.send_data.data(), b.send.counts, b.send.displs, b.recv_data.data(), rc, b.recv.displs);
+        const status s =
+            comm.alltoallv(b.send_data.data(), b.send.counts, b.send.displs, b.recv_data.data(), rc, b.recv.displs);
         expect(s, errc::count_mismatch,
-               "rank " + std::to_string(victim) + " expects " + std::to_string(m(sender, victim) - 1) + " bytes from rank " +
-                   std::to_string(sender) + ", rank " + std::to_string(sender) + " sends " + std::to_string(m(sender, victim)),
+               "rank " + std::to_string(victim) + " expects " + std::to_string(m(sender, victim) - 1) +
+                   " bytes from rank " + std::to_string(sender) + ", rank " + std::to_string(sender) + " sends " +
+                   std::to_string(m(sender, victim)),
                "mismatched counts");
         (void)run_case(comm, m, false, 1, "a correct call after the mismatch");
     }
-    {   // Rank 2 passes too few displacements.
+    { // Rank 2 passes too few displacements.
         rank_buffers b = make_buffers(m, rank_, false, 2);
         std::span<const std::size_t> sd(b.send.displs);
         if (rank_ == 2 % r) sd = sd.first(sd.size() - 1);
-        const status s = comm.alltoallv(b.send_data.data(), b.send.counts, sd, b.recv_data.data(), b.recv.counts, b.recv.displs);
-        expect(s, errc::invalid_argument, "rank " + std::to_string(2 % r) + ": sdispls has", "invalid arguments on one rank");
+        const status s =
+            comm.alltoallv(b.send_data.data(), b.send.counts, sd, b.recv_data.data(), b.recv.counts, b.recv.displs);
+        expect(s, errc::invalid_argument, "rank " + std::to_string(2 % r) + ": sdispls has",
+               "invalid arguments on one rank");
     }
-    {   // Overlapping receive blocks on rank 1.
+    { // Overlapping receive blocks on rank 1.
         rank_buffers b = make_buffers(m, rank_, false, 3);
         std::vector<std::size_t> rd = b.recv.displs;
         if (rank_ == 1 % r && r > 1) rd[1] = rd[0];
-        const status s = comm.alltoallv(b.send_data.data(), b.send.counts, b.send.displs, b.recv_data.data(), b.recv.counts, rd);
+        const status s =
+            comm.alltoallv(b.send_data.data(), b.send.counts, b.send.displs, b.recv_data.data(), b.recv.counts, rd);
         if (r > 1) expect(s, errc::invalid_argument, "overlap", "overlapping receive blocks");
     }
-    {   // Zero bytes everywhere, null buffers.
+    { // Zero bytes everywhere, null buffers.
         const std::vector<std::size_t> zero(static_cast<std::size_t>(r), 0);
         const status s = comm.alltoallv(nullptr, zero, zero, nullptr, zero, zero);
         if (!s.ok()) fail(std::string("zero bytes: ") + s.message());
     }
-    {   // Counts too large to fit int64.
+    { // Counts too large to fit int64.
         std::vector<std::size_t> counts(static_cast<std::size_t>(r), 0), displs(counts.size(), 0);
         counts[static_cast<std::size_t>((rank_ + 1) % r)] = std::size_t{1} << 63;
         std::vector<std::size_t> rcounts(counts.size(), 0);
@@ -390,9 +402,11 @@ void errors() {
         }
         if ((rank_ == 0 || rank_ == g) && reserve == nullptr) fail("could not reserve address space for the huge test");
         communicator doomed;
-        if (status c = create(MPI_COMM_WORLD, make_config(r / 2), doomed); !c.ok()) fail(std::string("create: ") + c.message());
+        if (status c = create(MPI_COMM_WORLD, make_config(r / 2), doomed); !c.ok())
+            fail(std::string("create: ") + c.message());
         const status s = doomed.alltoallv(send, sc, zero, recv, rc, zero);
-        if (s.code() != errc::out_of_memory || std::string(s.message()).find("cannot allocate the plan's") == std::string::npos)
+        if (s.code() != errc::out_of_memory ||
+            std::string(s.message()).find("cannot allocate the plan's") == std::string::npos)
             fail(std::string("a huge count: expected out_of_memory naming the plan's scratch, got ") +
                  std::string(to_string(s.code())) + ": " + s.message());
         if (rank_ == 0) std::printf("a huge count: %s\n", s.message());
@@ -400,9 +414,10 @@ void errors() {
         rank_buffers b = make_buffers(m, rank_, false, 4);
         const status after = doomed.alltoallv(b.send_data.data(), b.send.counts, b.send.displs, b.recv_data.data(),
                                               b.recv.counts, b.recv.displs);
-        if (after.code() != errc::comm_failed) fail(std::string("a call after the failed allocation: expected comm_failed, got ") + after.message());
+        if (after.code() != errc::comm_failed)
+            fail(std::string("a call after the failed allocation: expected comm_failed, got ") + after.message());
     }
-    {   // Ranks that disagree on the configuration: every rank gets the same error.
+    { // Ranks that disagree on the configuration: every rank gets the same error.
         config c = make_config(r >= 4 ? r / 2 : r);
         if (rank_ == r - 1) c.scheduler = scheduler::direct;
         communicator other;
@@ -410,21 +425,23 @@ void errors() {
         if (r > 1) expect(s, errc::invalid_argument, "different configurations", "configurations that differ");
         c.scheduler = scheduler::fast;
         if (rank_ == r - 1) c.scale_out_gbps = 0.0125;
-        if (r > 1) expect(create(MPI_COMM_WORLD, c, other), errc::invalid_argument, "scale_out_gbps", "fabrics that differ");
+        if (r > 1)
+            expect(create(MPI_COMM_WORLD, c, other), errc::invalid_argument, "scale_out_gbps", "fabrics that differ");
         c.scale_out_gbps = 0;
         expect(create(MPI_COMM_WORLD, c, other), errc::invalid_argument, "config.scale_out_gbps must be positive",
                "a zero bandwidth");
     }
-    {   // The planner plans for the fabric given: an emulated 100 Mbit/s cluster works as well.
+    { // The planner plans for the fabric given: an emulated 100 Mbit/s cluster works as well.
         config c = make_config(r >= 4 ? r / 2 : r);
         c.scale_out_gbps = 0.0125;
         c.scale_up_gbps = 2.0;
         c.alpha_out_us = 50;
         communicator slow;
-        if (status s = create(MPI_COMM_WORLD, c, slow); !s.ok()) fail(std::string("create with a slow fabric: ") + s.message());
+        if (status s = create(MPI_COMM_WORLD, c, slow); !s.ok())
+            fail(std::string("create with a slow fabric: ") + s.message());
         else (void)run_case(slow, m, true, 5, "a slow fabric");
     }
-    {   // Device memory this build or this UCX cannot serve.
+    { // Device memory this build or this UCX cannot serve.
         config c = make_config(r >= 4 ? r / 2 : r);
         c.memory = memory::cuda;
         communicator other;
@@ -433,14 +450,14 @@ void errors() {
         c.memory = memory::hip;
         expect(create(MPI_COMM_WORLD, c, other), errc::unsupported, "HIP", "HIP memory");
     }
-    {   // gpus_per_server that does not divide the size.
+    { // gpus_per_server that does not divide the size.
         if (r > 2) {
             communicator other;
             expect(create(MPI_COMM_WORLD, make_config(r - 1), other), errc::invalid_argument, "does not divide",
                    "gpus_per_server not dividing the size");
         }
     }
-    {   // UCX cannot start (no usable transport): a clear status on every rank, and a later
+    { // UCX cannot start (no usable transport): a clear status on every rank, and a later
         // creation with a working UCX succeeds in the same process.
         const char* saved = std::getenv("UCX_TLS");
         const std::string tls = saved != nullptr ? saved : "";
@@ -476,7 +493,8 @@ void errors() {
             if (s.code() != errc::timeout || std::string(s.message()).find(absent) == std::string::npos)
                 fail("a rank that never arrives: expected a timeout naming rank " + std::to_string(r - 1) + ", got " +
                      std::string(to_string(s.code())) + ": " + s.message());
-            if (waited > 2.0 + 3.0) fail("a rank that never arrives: the call returned after " + std::to_string(waited) + " s");
+            if (waited > 2.0 + 3.0)
+                fail("a rank that never arrives: the call returned after " + std::to_string(waited) + " s");
             if (rank_ == 0) std::printf("a rank that never arrives (after %.2f s): %s\n", waited, s.message());
             const auto t1 = clock_type::now();
             const status again = call();
@@ -533,7 +551,7 @@ int kill_test(int argc, char** argv) {
     if (rank_ == victim) {
         write("victim", "started");
         if (mode == "persistent") (void)req.start(); // the run is in flight: sends posted
-        _exit(0);                                     // and the process is gone
+        _exit(0);                                    // and the process is gone
     }
     const auto t0 = clock_type::now();
     status s;
@@ -553,8 +571,9 @@ int kill_test(int argc, char** argv) {
     if (s.ok()) verdict = "fail: the call succeeded although rank " + std::to_string(victim) + " died";
     else if (ms > timeout_ms + 5000) verdict = "fail: the error took " + std::to_string(ms) + " ms";
     else if (again.ok() || again_ms > timeout_ms + 5000) verdict = "fail: the next call did not fail at once";
-    else verdict = "pass " + std::string(to_string(s.code())) + " after " + std::to_string(ms) + " ms: " + s.message() +
-                   " | next call: " + again.message();
+    else
+        verdict = "pass " + std::string(to_string(s.code())) + " after " + std::to_string(ms) + " ms: " + s.message() +
+                  " | next call: " + again.message();
     write("rank-" + std::to_string(rank_), verdict);
     std::fflush(stdout);
     _exit(0); // MPI cannot be finalised with a dead rank

@@ -47,7 +47,8 @@ inline fast::traffic_matrix random_skewed(int r, std::uint64_t seed, std::int64_
             }
             const double u = (static_cast<double>(splitmix(s) % 1000000) + 1) / 1000001.0;
             const double heavy = std::min(20.0, 0.3 / (u * u + 0.03)); // 0.3 .. 20 times the mean
-            m(i, j) = 1 + static_cast<std::int64_t>(heavy * static_cast<double>(mean)) + static_cast<std::int64_t>(splitmix(s) % 7);
+            m(i, j) = 1 + static_cast<std::int64_t>(heavy * static_cast<double>(mean)) +
+                      static_cast<std::int64_t>(splitmix(s) % 7);
         }
     return m;
 }
@@ -151,7 +152,8 @@ public:
     explicit thread_allgather(int ranks) : ranks_(ranks), sync_(ranks), slots_(static_cast<std::size_t>(ranks)) {}
     fast::exec::bootstrap boot(int rank) {
         return {rank, ranks_, [this, rank](const void* s, void* r, std::size_t n) {
-                    slots_[static_cast<std::size_t>(rank)].assign(static_cast<const char*>(s), static_cast<const char*>(s) + n);
+                    slots_[static_cast<std::size_t>(rank)].assign(static_cast<const char*>(s),
+                                                                  static_cast<const char*>(s) + n);
                     sync_.arrive_and_wait();
                     bool same = true;
                     for (int k = 0; k < ranks_; ++k) {

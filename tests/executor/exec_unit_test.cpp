@@ -45,9 +45,15 @@ void* operator new(std::size_t n) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete" // free is this operator new's match
 #endif
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept {
+    std::free(p);
+}
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -123,9 +129,9 @@ std::string run_in_process(const fast::topology& t, const fast::plan_options& o,
     }
     auto address = [&](int k, const segment& s) -> std::uint8_t* {
         const auto uk = static_cast<std::size_t>(k);
-        std::uint8_t* base = s.where == region::send ? buf[uk].send_data.data()
-                           : s.where == region::recv ? buf[uk].recv_data.data()
-                                                     : scratch[uk].data();
+        std::uint8_t* base = s.where == region::send   ? buf[uk].send_data.data()
+                             : s.where == region::recv ? buf[uk].recv_data.data()
+                                                       : scratch[uk].data();
         return base + s.offset;
     };
     std::vector<std::size_t> cursor(static_cast<std::size_t>(r), 0); // next program step per rank
@@ -206,12 +212,8 @@ TEST_CASE("compiled programs deliver every byte for any layout") {
         const fast::topology t = fast::make_topology(sh.servers, sh.gpus);
         const int r = t.ranks();
         std::vector<fast::traffic_matrix> matrices = {
-            random_skewed(r, 1, 3000),
-            random_skewed(r, 2, 200, 50),
-            fast::traffic_matrix::Zero(r, r),
-            self_only(r, 100),
-            hot_pair(r, 0, r - 1, 12345),
-            fast::make_uniform(t, 7000),
+            random_skewed(r, 1, 3000), random_skewed(r, 2, 200, 50), fast::traffic_matrix::Zero(r, r),
+            self_only(r, 100),         hot_pair(r, 0, r - 1, 12345), fast::make_uniform(t, 7000),
         };
         for (std::size_t mi = 0; mi < matrices.size(); ++mi) {
             const fast::traffic_matrix& m = matrices[mi];
@@ -224,8 +226,8 @@ TEST_CASE("compiled programs deliver every byte for any layout") {
                     for (const bool gapped : {false, true})
                         for (const bool single : {false, true}) {
                             INFO(sh.servers << "x" << sh.gpus << " matrix " << mi << " " << fast::to_string(sched)
-                                            << " " << fast::to_string(pol) << " gapped " << gapped << " single segments "
-                                            << single);
+                                            << " " << fast::to_string(pol) << " gapped " << gapped
+                                            << " single segments " << single);
                             CHECK(run_in_process(t, o, m, gapped, single, mi + 10) == "");
                             ++checked;
                         }
@@ -314,7 +316,8 @@ TEST_CASE("blocking progress: chosen by config or FAST_PROGRESS, a bad value nam
     const status s = create(single_rank(), config{}, bad);
     ::unsetenv("FAST_PROGRESS");
     CHECK(s.code() == errc::invalid_argument);
-    CHECK(std::string(s.message()).find("FAST_PROGRESS must be polling or blocking, got 'sometimes'") != std::string::npos);
+    CHECK(std::string(s.message()).find("FAST_PROGRESS must be polling or blocking, got 'sometimes'") !=
+          std::string::npos);
 }
 
 TEST_CASE("a one-rank communicator copies, checks its arguments and stays usable") {
@@ -375,7 +378,8 @@ TEST_CASE("a one-rank communicator copies, checks its arguments and stays usable
     alltoallv_request req;
     CHECK(req.start().code() == errc::invalid_argument);
     REQUIRE(comm.alltoallv_init(b.send_data.data(), b.send.counts, b.send.displs, b.recv_data.data(), b.recv.counts,
-                                b.recv.displs, req).ok());
+                                b.recv.displs, req)
+                .ok());
     for (int k = 0; k < 5; ++k) {
         std::fill(b.recv_data.begin(), b.recv_data.end(), recv_sentinel);
         REQUIRE(req.start().ok());
@@ -460,8 +464,7 @@ TEST_CASE("a message nobody receives is found by its tag and stays queued") {
         REQUIRE(w[r].init(r, 2, UCS_MEMORY_TYPE_HOST, false) == "");
         REQUIRE(w[r].address(address[r]) == "");
     }
-    for (int r = 0; r < 2; ++r)
-        REQUIRE(w[r].connect({address[0].data(), address[1].data()}, {1, 1}) == "");
+    for (int r = 0; r < 2; ++r) REQUIRE(w[r].connect({address[0].data(), address[1].data()}, {1, 1}) == "");
     const std::uint64_t tag = make_tag(7, data_tag(1, 3));
     const char payload[] = "stray";
     op_slot sent;

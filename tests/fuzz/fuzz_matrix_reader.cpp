@@ -18,15 +18,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             const fast::traffic_matrix m = fast::read_matrix(in, r, 0, unit, "fuzz");
             if ((m.array() < 0).any()) __builtin_trap(); // entries are never negative
             if (m.rows() != m.cols()) __builtin_trap();
-        } catch (const fast::invalid_argument&) {
-        }
+        } catch (const fast::invalid_argument&) {}
         try {
             std::istringstream in(text);
             const auto all = fast::read_matrices(in, r, unit, "fuzz");
             for (const auto& m : all)
                 if (m.rows() != all.front().rows()) __builtin_trap();
-        } catch (const fast::invalid_argument&) {
-        }
+        } catch (const fast::invalid_argument&) {}
     }
     return 0;
 }

@@ -49,8 +49,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     fast::plan_options o;
     o.window = 1 + (mode >> 2) % 3;
-    for (const fast::scheduler s : {fast::scheduler::fast, fast::scheduler::fast_unbalanced,
-                                    fast::scheduler::direct, fast::scheduler::spreadout}) {
+    for (const fast::scheduler s : {fast::scheduler::fast, fast::scheduler::fast_unbalanced, fast::scheduler::direct,
+                                    fast::scheduler::spreadout}) {
         o.scheduler = s;
         for (const fast::policy p : {fast::policy::rail_packed, fast::policy::bottleneck, fast::policy::exact}) {
             o.policy = p;

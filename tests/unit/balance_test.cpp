@@ -109,7 +109,8 @@ TEST_CASE("heads: every byte once, and each head covered by own bytes as far as 
             left -= n;
         }
         for (std::size_t i = 0; i < ug; ++i)
-            head[i] = capacity[i] == 0 ? 0 : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(capacity[i] + 1));
+            head[i] =
+                capacity[i] == 0 ? 0 : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(capacity[i] + 1));
         detail::tile_workspace ws;
         detail::assign_tile({tile.data(), ug, g, capacity, {}, detail::rail_preference::landing_first, head}, ws);
         INFO("round " << round << ", g " << g);
@@ -154,11 +155,13 @@ TEST_CASE("streams come out in stream order with heat, one piece per block and r
         }
         const bool heads = rng() % 2 == 0;
         for (std::size_t i = 0; i < ug && heads; ++i)
-            head[i] = capacity[i] == 0 ? 0 : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(capacity[i] + 1));
+            head[i] =
+                capacity[i] == 0 ? 0 : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(capacity[i] + 1));
         for (auto& h : heat) h = static_cast<std::int64_t>(rng() % 4); // ties are ordered by index
         std::vector<std::uint32_t> heat_rank(ug);
         detail::descending_ranks(heat, heat_rank);
-        const auto preference = rng() % 2 == 0 ? detail::rail_preference::own_first : detail::rail_preference::landing_first;
+        const auto preference =
+            rng() % 2 == 0 ? detail::rail_preference::own_first : detail::rail_preference::landing_first;
         detail::assign_tile({tile.data(), stride, g, capacity, heat_rank, preference,
                              heads ? std::span<const std::int64_t>(head) : std::span<const std::int64_t>()},
                             ws);
@@ -174,7 +177,8 @@ TEST_CASE("streams come out in stream order with heat, one piece per block and r
                 const std::size_t block = static_cast<std::size_t>(p.origin) * ug + static_cast<std::size_t>(p.final);
                 CHECK(p.bytes > 0);
                 CHECK(++pieces_of_block[block] == 1);
-                CHECK(p.offset + p.bytes <= tile[static_cast<std::size_t>(p.origin) * stride + static_cast<std::size_t>(p.final)]);
+                CHECK(p.offset + p.bytes <=
+                      tile[static_cast<std::size_t>(p.origin) * stride + static_cast<std::size_t>(p.final)]);
                 covered[block] += p.bytes;
                 carried += p.bytes;
                 if (k > 0) CHECK(detail::stream_before(stream[k - 1], p, static_cast<int>(i), heat, diagonal));

@@ -42,10 +42,7 @@ traffic_matrix sparse_random(detail::rng& gen, int n, std::uint64_t below) {
 
 TEST_CASE("the hand-checkable example: bound 12, shifted rounds 14, BvN stages exactly 12") {
     traffic_matrix m(4, 4);
-    m << 0, 5, 2, 3,
-         2, 0, 4, 1,
-         5, 1, 0, 6,
-         4, 3, 2, 0;
+    m << 0, 5, 2, 3, 2, 0, 4, 1, 5, 1, 0, 6, 4, 3, 2, 0;
     // Row 2 is the busiest line: 12.
     const traffic_matrix padded = pad_to_regular(m);
     CHECK(padded.row(0).sum() == 12);

@@ -16,7 +16,9 @@ namespace {
 using test_support::result;
 using test_support::temp_path;
 
-result run(const std::string& args) { return test_support::run_tool("FAST_PLAN", args); }
+result run(const std::string& args) {
+    return test_support::run_tool("FAST_PLAN", args);
+}
 
 std::size_t lines(const std::string& s) {
     std::size_t n = 0;
@@ -55,8 +57,9 @@ TEST_CASE("plan -> JSON -> fast-plan verify is OK for every scheduler") {
     for (const char* s : {"fast", "fast-unbalanced", "direct", "spreadout"}) {
         for (const char* policy : {"rail-packed", "bottleneck", "exact"}) {
             const std::string file = temp_path(std::string(s) + "_" + policy + ".json");
-            const result made = run(std::string("--servers 3 --gpus 4 --workload zipf:1.1 --bytes-per-gpu 64M --scheduler ") +
-                                    s + " --policy " + policy + " --repeat 3 --json " + file);
+            const result made =
+                run(std::string("--servers 3 --gpus 4 --workload zipf:1.1 --bytes-per-gpu 64M --scheduler ") + s +
+                    " --policy " + policy + " --repeat 3 --json " + file);
             INFO(made.output);
             REQUIRE(made.status == 0);
             const result checked = run("verify " + file);
@@ -96,7 +99,9 @@ TEST_CASE("--ramp and --long-call-ramp-scale reach the planner") {
 
 TEST_CASE("hand-corrupted plan files are rejected with the right message") {
     const std::string file = temp_path("plan.json");
-    REQUIRE(run("--servers 2 --gpus 2 --workload uniform --bytes-per-gpu 3000 --scheduler direct --json " + file).status == 0);
+    REQUIRE(
+        run("--servers 2 --gpus 2 --workload uniform --bytes-per-gpu 3000 --scheduler direct --json " + file).status ==
+        0);
     const nlohmann::json good = load(file);
     REQUIRE(good["one_to_one_scale_out"] == false);
 
@@ -280,16 +285,26 @@ TEST_CASE("verify costs a plan whose port moves more than 2^63 bytes in one step
     // scratch of ranks 2 and 3 in one step: 3 x 2^62 bytes through its scale-up send port.
     const long long block = 1LL << 62;
     nlohmann::json plan = {{"format", "fast-plan/1"},
-                           {"topology", {{"servers", 1}, {"gpus_per_server", 4}, {"scale_up_gbps", 450},
-                                         {"scale_out_gbps", 50}, {"alpha_up_us", 3}, {"alpha_out_us", 10}}},
+                           {"topology",
+                            {{"servers", 1},
+                             {"gpus_per_server", 4},
+                             {"scale_up_gbps", 450},
+                             {"scale_out_gbps", 50},
+                             {"alpha_up_us", 3},
+                             {"alpha_out_us", 10}}},
                            {"scheduler", "hand"},
                            {"matrix", {{0, block, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}}},
                            {"scratch_bytes", {0, 0, block, block}}};
     nlohmann::json transfers = nlohmann::json::array();
     for (int dst = 1; dst < 4; ++dst)
-        transfers.push_back({{"src", 0}, {"dst", dst}, {"bytes", block}, {"tier", "scale_up"},
-                             {"src_buffer", "send"}, {"src_offset", 0},
-                             {"dst_buffer", dst == 1 ? "recv" : "scratch"}, {"dst_offset", 0}});
+        transfers.push_back({{"src", 0},
+                             {"dst", dst},
+                             {"bytes", block},
+                             {"tier", "scale_up"},
+                             {"src_buffer", "send"},
+                             {"src_offset", 0},
+                             {"dst_buffer", dst == 1 ? "recv" : "scratch"},
+                             {"dst_offset", 0}});
     plan["steps"] = {{{"transfers", transfers}}};
     const std::string file = temp_path("big_port.json");
     save(plan, file);

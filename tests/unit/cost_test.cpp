@@ -39,7 +39,7 @@ TEST_CASE("no global barrier: ranks that share no transfer run at their own pace
     traffic_matrix m = traffic_matrix::Zero(4, 4);
     m(0, 1) = 5'000'000; // 100 us
     m(1, 0) = 5'000'000;
-    m(2, 3) = 500'000;   // 10 us
+    m(2, 3) = 500'000; // 10 us
     m(3, 2) = 500'000;
     plan p;
     p.topology = t;

@@ -6,9 +6,7 @@ using namespace fast;
 
 TEST_CASE("packed layout is the exclusive prefix sum of rows and of columns") {
     traffic_matrix m(3, 3);
-    m << 1, 2, 3,
-         0, 5, 0,
-         7, 8, 9;
+    m << 1, 2, 3, 0, 5, 0, 7, 8, 9;
     const alltoallv_layout l = make_packed_layout(m);
     CHECK(l.send_displ(0, 2) == 3);
     CHECK(l.send_displ(2, 1) == 7);

@@ -17,7 +17,8 @@ std::size_t boost_matching_size(const std::vector<char>& edge, int n) {
     graph g(static_cast<std::size_t>(2 * n));
     for (int r = 0; r < n; ++r)
         for (int c = 0; c < n; ++c)
-            if (edge[static_cast<std::size_t>(r * n + c)]) boost::add_edge(static_cast<std::size_t>(r), static_cast<std::size_t>(n + c), g);
+            if (edge[static_cast<std::size_t>(r * n + c)])
+                boost::add_edge(static_cast<std::size_t>(r), static_cast<std::size_t>(n + c), g);
     std::vector<boost::graph_traits<graph>::vertex_descriptor> mate(static_cast<std::size_t>(2 * n));
     boost::edmonds_maximum_cardinality_matching(g, &mate[0]);
     return boost::matching_size(g, &mate[0]);
@@ -75,7 +76,8 @@ TEST_CASE("warm start: only rows whose edge disappeared are rematched") {
     CHECK(has(2, m.col_of(2)));
 }
 
-TEST_CASE("bit rows: perfect exactly when Boost.Graph finds one; a failed search repeats itself until an edge can grow it") {
+TEST_CASE(
+    "bit rows: perfect exactly when Boost.Graph finds one; a failed search repeats itself until an edge can grow it") {
     detail::rng gen(7);
     int failed = 0;
     int skipped = 0;

@@ -47,11 +47,13 @@ TEST_CASE("bad matrix text gives one clear line") {
     CHECK_THROWS_WITH(read("0 1 2\n3 4 5\n", 3), Catch::Contains("2 rows is not a multiple of 3"));
     CHECK_THROWS_WITH(read("1\n2\n3\n"), Catch::Contains("3 entries is not a square number"));
     CHECK_THROWS_WITH(read("1\n2\n3\n4\n5\n", 2), Catch::Contains("5 entries is not a multiple of 2 x 2"));
-    CHECK_THROWS_WITH(read("1\n2\n3\n4\n", 2, 1), Catch::Contains("matrix index 1 is out of range (the file holds 1 matrices"));
+    CHECK_THROWS_WITH(read("1\n2\n3\n4\n", 2, 1),
+                      Catch::Contains("matrix index 1 is out of range (the file holds 1 matrices"));
     CHECK_THROWS_WITH(read("99999999999999999999 1\n2 3\n"), Catch::Contains("does not fit in int64"));
     CHECK_THROWS_WITH(read("1Q 1\n2 3\n"), Catch::Contains("unknown suffix"));
     CHECK_THROWS_WITH(read(""), Catch::Contains("no matrix entries"));
-    CHECK_THROWS_WITH(read_matrix_file("/nonexistent/file.txt"), Catch::Contains("cannot open matrix file '/nonexistent/file.txt'"));
+    CHECK_THROWS_WITH(read_matrix_file("/nonexistent/file.txt"),
+                      Catch::Contains("cannot open matrix file '/nonexistent/file.txt'"));
     std::istringstream huge("4611686018427387904 4611686018427387904\n0 0\n");
     CHECK_THROWS_WITH(read_matrix(huge), Catch::Contains("total overflows"));
 }
@@ -70,7 +72,8 @@ TEST_CASE("a bad entry is quoted short and inert") {
     // A 1 MiB entry: the line keeps its first characters and says how long the entry was.
     const std::string long_entry = message("0 " + std::string(std::size_t{1} << 20, '7') + "x\n1 0\n");
     CHECK(long_entry.size() < 200);
-    CHECK_THAT(long_entry, Catch::Contains("m.txt:1: entry (0, 1): '7777") && Catch::Contains("... (1048577 bytes)' does not fit in int64"));
+    CHECK_THAT(long_entry, Catch::Contains("m.txt:1: entry (0, 1): '7777") &&
+                               Catch::Contains("... (1048577 bytes)' does not fit in int64"));
     // Terminal escapes and other control bytes are spelled out, never passed through.
     const std::string escaped = message("0 \x1b[31mred\x07\n1 0\n");
     CHECK(escaped.find('\x1b') == std::string::npos);

@@ -1,7 +1,7 @@
 #include "../support.hpp"
 
-#include <fast/planner.hpp>
 #include <fast/plan_json.hpp>
+#include <fast/planner.hpp>
 
 #include <sstream>
 
@@ -22,7 +22,8 @@ plan_document from_json(const std::string& text) {
 TEST_CASE("plans round-trip through fast-plan/1 unchanged, for every scheduler") {
     for (std::uint64_t seed = 0; seed < 60; ++seed) {
         const auto c = fast::test::make_random_case(seed);
-        for (const scheduler s : {scheduler::fast, scheduler::fast_unbalanced, scheduler::direct, scheduler::spreadout}) {
+        for (const scheduler s :
+             {scheduler::fast, scheduler::fast_unbalanced, scheduler::direct, scheduler::spreadout}) {
             plan_options o;
             o.scheduler = s;
             const plan p = make_plan(c.matrix, c.topo, o);

@@ -13,10 +13,11 @@
 using namespace fast;
 
 TEST_CASE("scheduler and policy names round-trip, and unknown ones list the valid ones") {
-    for (const scheduler s : {scheduler::automatic, scheduler::fast, scheduler::fast_unbalanced, scheduler::direct,
-                              scheduler::spreadout})
+    for (const scheduler s :
+         {scheduler::automatic, scheduler::fast, scheduler::fast_unbalanced, scheduler::direct, scheduler::spreadout})
         CHECK(parse_scheduler(to_string(s)) == s);
-    for (const policy p : {policy::rail_packed, policy::bottleneck, policy::exact}) CHECK(parse_policy(to_string(p)) == p);
+    for (const policy p : {policy::rail_packed, policy::bottleneck, policy::exact})
+        CHECK(parse_policy(to_string(p)) == p);
     CHECK_THROWS_WITH(parse_scheduler("fastest"),
                       "unknown scheduler 'fastest' (expected automatic, fast, fast-unbalanced, direct or spreadout)");
     CHECK_THROWS_WITH(parse_policy("greedy"), "unknown policy 'greedy' (expected rail-packed, bottleneck or exact)");

@@ -22,33 +22,37 @@ void* operator new(std::size_t n) {
     if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
     throw std::bad_alloc();
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p) noexcept {
+    std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+    std::free(p);
+}
 
 using namespace fast;
 
 TEST_CASE("planning again with a reused planner allocates nothing") {
     for (const scheduler sch : {scheduler::automatic, scheduler::fast})
-    for (const policy p : {policy::rail_packed, policy::bottleneck}) {
-        for (const int servers : {2, 4, 16}) {
-            const topology t = make_topology(servers, 8);
-            for (int w = 0; w < 2; ++w) {
-                const traffic_matrix m =
-                    w == 0 ? make_zipf(t, 0.8, 1 << 26, 7) : make_moe(t, moe_options{}, 1 << 26, 7);
-                plan_options o;
-                o.policy = p;
-                o.scheduler = sch;
-                planner reused(t, o);
-                (void)reused.make(m); // sizes every buffer
-                const long before = allocations.load();
-                const plan& again = reused.make(m);
-                const long during = allocations.load() - before;
-                INFO(to_string(sch) << ", policy " << to_string(p) << ", " << servers << " x 8, workload " << w);
-                CHECK(during == 0);
-                fast::test::check_plan(again, m);
+        for (const policy p : {policy::rail_packed, policy::bottleneck}) {
+            for (const int servers : {2, 4, 16}) {
+                const topology t = make_topology(servers, 8);
+                for (int w = 0; w < 2; ++w) {
+                    const traffic_matrix m =
+                        w == 0 ? make_zipf(t, 0.8, 1 << 26, 7) : make_moe(t, moe_options{}, 1 << 26, 7);
+                    plan_options o;
+                    o.policy = p;
+                    o.scheduler = sch;
+                    planner reused(t, o);
+                    (void)reused.make(m); // sizes every buffer
+                    const long before = allocations.load();
+                    const plan& again = reused.make(m);
+                    const long during = allocations.load() - before;
+                    INFO(to_string(sch) << ", policy " << to_string(p) << ", " << servers << " x 8, workload " << w);
+                    CHECK(during == 0);
+                    fast::test::check_plan(again, m);
+                }
             }
         }
-    }
 }
 
 TEST_CASE("planning ranks' programs again with a reused planner allocates nothing") {
@@ -58,9 +62,9 @@ TEST_CASE("planning ranks' programs again with a reused planner allocates nothin
         plan_options o;
         o.policy = p;
         planner reused(t, o);
-        fast::test::check_plan(reused.make(m), m); // the whole plan the programs are parts of
+        fast::test::check_plan(reused.make(m), m);                        // the whole plan the programs are parts of
         for (int r = 0; r < t.ranks(); ++r) (void)reused.make_rank(m, r); // sizes every buffer
-        INFO("policy " << to_string(p)); // before counting: it allocates
+        INFO("policy " << to_string(p));                                  // before counting: it allocates
         const long before = allocations.load();
         std::size_t transfers = 0;
         for (int r = 0; r < t.ranks(); ++r) transfers += reused.make_rank(m, r).transfers.size();

@@ -38,8 +38,8 @@ TEST_CASE("all 600 real Megatron matrices: every plan verifies; FAST stays near 
         double mean = 0;
         for (const double r : ratios) mean += r;
         mean /= static_cast<double>(ratios.size());
-        INFO("preset " << to_string(pr) << ": FAST mean " << mean << ", max " << ratios.back()
-                       << "; direct mean " << direct_sum / 600);
+        INFO("preset " << to_string(pr) << ": FAST mean " << mean << ", max " << ratios.back() << "; direct mean "
+                       << direct_sum / 600);
         // h200: the planner's targets (mean 1.05, p95 1.06; it reaches 1.0433 and 1.0598,
         // worst 1.079, docs/performance.md). mi300x: guards a margin above what it reaches
         // (mean 1.013, p95 1.017, worst 1.020).

@@ -144,10 +144,7 @@ TEST_CASE("exact policy: an already balanced uniform matrix needs S - 1 stages")
 
 TEST_CASE("the hand example as a 4 x 1 cluster: 12 units of scale-out against SpreadOut's 14") {
     traffic_matrix m(4, 4);
-    m << 0, 5, 2, 3,
-         2, 0, 4, 1,
-         5, 1, 0, 6,
-         4, 3, 2, 0;
+    m << 0, 5, 2, 3, 2, 0, 4, 1, 5, 1, 0, 6, 4, 3, 2, 0;
     m *= 1'000'000;
     topology t = make_topology(4, 1);
     t.alpha_out_us = 0;
@@ -190,11 +187,12 @@ TEST_CASE("last_scheduler names the scheduler the last plan used") {
 TEST_CASE("the default plan predicts no worse than direct, from 4 KiB to 1 GiB per GPU") {
     int fast_chosen = 0;
     int cases = 0;
-    for (const auto& [servers, g] : {std::pair{4, 8}, std::pair{8, 8}, std::pair{2, 4}, std::pair{16, 8}, std::pair{3, 2}})
+    for (const auto& [servers, g] :
+         {std::pair{4, 8}, std::pair{8, 8}, std::pair{2, 4}, std::pair{16, 8}, std::pair{3, 2}})
         for (int w = 0; w < 3; ++w)
             for (std::int64_t bytes = 4096; bytes <= (std::int64_t{1} << 30); bytes *= 4) {
                 const topology t = make_topology(servers, g);
-                const traffic_matrix m = w == 0 ? make_zipf(t, 0.8, bytes, 1)
+                const traffic_matrix m = w == 0   ? make_zipf(t, 0.8, bytes, 1)
                                          : w == 1 ? make_moe(t, moe_options{}, bytes, 1)
                                                   : make_uniform(t, bytes / t.ranks());
                 INFO(servers << " x " << g << ", workload " << w << ", " << bytes << " bytes per GPU");
@@ -223,7 +221,8 @@ TEST_CASE("bad options and mismatched matrices are named") {
     plan_options o;
     o.chunks = 0;
     CHECK_THROWS_WITH(planner(t, o), Catch::Contains("chunks must be at least 1, got 0"));
-    CHECK_THROWS_WITH(make_plan(traffic_matrix::Zero(3, 3), t), Catch::Contains("3 x 3 but the topology has 2 x 2 = 4 ranks"));
+    CHECK_THROWS_WITH(make_plan(traffic_matrix::Zero(3, 3), t),
+                      Catch::Contains("3 x 3 but the topology has 2 x 2 = 4 ranks"));
 }
 
 TEST_CASE("long calls ramp with ramp times long_call_ramp_scale, short ones with ramp as given") {
@@ -294,7 +293,8 @@ TEST_CASE("rail packing keeps the quantum candidate whose schedule predicts fast
                     }
                 line = std::max({line, row, col});
             }
-            const std::int64_t q = std::max<std::int64_t>(1, static_cast<std::int64_t>(0.1 * (static_cast<double>(line) / (servers * 4))));
+            const std::int64_t q =
+                std::max<std::int64_t>(1, static_cast<std::int64_t>(0.1 * (static_cast<double>(line) / (servers * 4))));
             const plan chosen = make_plan(m, t);
             fast::test::check_plan(chosen, m);
             bool found = false;
@@ -324,7 +324,8 @@ TEST_CASE("stable_sort_by orders by key and keeps the order of equal keys, short
         std::vector<std::size_t> order(n);
         for (auto& x : order) x = rng() % key.size();
         std::vector<std::size_t> expected = order;
-        std::stable_sort(expected.begin(), expected.end(), [&](std::size_t x, std::size_t y) { return key[x] < key[y]; });
+        std::stable_sort(expected.begin(), expected.end(),
+                         [&](std::size_t x, std::size_t y) { return key[x] < key[y]; });
         detail::stable_sort_by(order, keys, [&](std::size_t x) { return key[x]; });
         INFO("round " << round << ", n " << n);
         CHECK(order == expected);
@@ -384,7 +385,8 @@ TEST_CASE("a packed step is the last when the pieces fit G cells, and then as sh
     }
 }
 
-TEST_CASE("a rail-packed candidate stops at its budget, is costed from its step lengths alone, and shaping keeps their sum") {
+TEST_CASE(
+    "a rail-packed candidate stops at its budget, is costed from its step lengths alone, and shaping keeps their sum") {
     // The quantum choice prunes a candidate once its rail-packed steps cost the best so far:
     // sound only because shape_steps splits steps without changing their lengths' sum.
     for (const int servers : {4, 8, 16}) {
@@ -570,7 +572,8 @@ TEST_CASE("min_cost_assignment finds the least total cost, as every assignment d
     CHECK(detail::costs_fit(std::vector<std::int64_t>{detail::max_cost_sum / 2, 0, 0, 0}, 2));
 }
 
-TEST_CASE("assign_rails only relabels rails, and covers the most own bytes in the first step and received bytes in the last") {
+TEST_CASE("assign_rails only relabels rails, and covers the most own bytes in the first step and received bytes in the "
+          "last") {
     std::mt19937_64 rng(5);
     for (int round = 0; round < 120; ++round) {
         const int servers = 2 + round % 4;
@@ -591,7 +594,8 @@ TEST_CASE("assign_rails only relabels rails, and covers the most own bytes in th
         std::vector<std::int64_t> sent(us * us * ug);
         std::vector<std::int64_t> received(us * us * ug);
         for (auto* by : {&sent, &received})
-            for (auto& x : *by) x = rng() % 2 == 0 ? 0 : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(line / 4 + 1));
+            for (auto& x : *by)
+                x = rng() % 2 == 0 ? 0 : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(line / 4 + 1));
         std::vector<std::int64_t> lengths;
         detail::step_lengths(before, lengths);
         detail::stage_schedule after = before;
@@ -613,7 +617,8 @@ TEST_CASE("assign_rails only relabels rails, and covers the most own bytes in th
             CHECK(taken.insert({x.step, x.rail}).second);
         }
         // The bytes the slots of `step` cover on the rails `rail_of` gives them.
-        const auto covered = [&](const detail::stage_schedule& sc, std::int32_t step, const std::vector<std::int64_t>& by,
+        const auto covered = [&](const detail::stage_schedule& sc, std::int32_t step,
+                                 const std::vector<std::int64_t>& by,
                                  const std::function<std::size_t(std::size_t)>& rail_of) {
             std::int64_t total = 0;
             for (std::size_t j = 0; j < sc.slots.size(); ++j) {
@@ -637,8 +642,9 @@ TEST_CASE("assign_rails only relabels rails, and covers the most own bytes in th
             std::int64_t best = 0;
             do {
                 best = std::max(best, covered(before, step, by, [&](std::size_t j) {
-                    return rails[static_cast<std::size_t>(std::find(in_step.begin(), in_step.end(), j) - in_step.begin())];
-                }));
+                                    return rails[static_cast<std::size_t>(std::find(in_step.begin(), in_step.end(), j) -
+                                                                          in_step.begin())];
+                                }));
             } while (std::next_permutation(rails.begin(), rails.end()));
             return best;
         };
@@ -646,13 +652,15 @@ TEST_CASE("assign_rails only relabels rails, and covers the most own bytes in th
         CHECK(covered(after, 1, sent, rail_after) == best_cover(1, sent));
         const auto peak = std::max_element(lengths.begin(), lengths.end()) - lengths.begin();
         const std::int32_t last = before.last_step;
-        const bool falling = last > peak && lengths[static_cast<std::size_t>(last)] <= lengths[static_cast<std::size_t>(peak)] / 2;
+        const bool falling =
+            last > peak && lengths[static_cast<std::size_t>(last)] <= lengths[static_cast<std::size_t>(peak)] / 2;
         if (falling) CHECK(covered(after, last, received, rail_after) == best_cover(last, received));
         // The steps up to the peak but the first, and those after it longer than half of it, keep
         // their rails.
         for (std::size_t j = 0; j < after.slots.size(); ++j) {
             const auto k = static_cast<std::size_t>(after.slots[j].step);
-            if (k > 1 && (k <= static_cast<std::size_t>(peak) || lengths[k] > lengths[static_cast<std::size_t>(peak)] / 2))
+            if (k > 1 &&
+                (k <= static_cast<std::size_t>(peak) || lengths[k] > lengths[static_cast<std::size_t>(peak)] / 2))
                 CHECK(after.slots[j].rail == before.slots[j].rail);
         }
     }

@@ -33,7 +33,8 @@ std::vector<plan_options> option_sets() {
             out.push_back(o);
         }
     out.push_back(with(scheduler::fast, policy::exact)); // automatic order
-    for (const scheduler s : {scheduler::automatic, scheduler::direct, scheduler::spreadout, scheduler::fast_unbalanced})
+    for (const scheduler s :
+         {scheduler::automatic, scheduler::direct, scheduler::spreadout, scheduler::fast_unbalanced})
         out.push_back(with(s));
     return out;
 }

@@ -24,7 +24,9 @@ namespace {
 using test_support::result;
 using test_support::temp_path;
 
-result run(const std::string& args) { return test_support::run_tool("FAST_SIMGRID", args); }
+result run(const std::string& args) {
+    return test_support::run_tool("FAST_SIMGRID", args);
+}
 
 std::vector<std::map<std::string, std::string>> read_csv(const std::string& path) {
     std::ifstream in(path);
@@ -49,7 +51,9 @@ std::vector<std::map<std::string, std::string>> read_csv(const std::string& path
     return rows;
 }
 
-double num(const std::map<std::string, std::string>& row, const std::string& key) { return std::stod(row.at(key)); }
+double num(const std::map<std::string, std::string>& row, const std::string& key) {
+    return std::stod(row.at(key));
+}
 
 // Runs fast-simgrid with `args`, returns the CSV rows (one per matrix and scheduler).
 std::vector<std::map<std::string, std::string>> simulate(const std::string& args) {
@@ -71,15 +75,18 @@ void check_same_order(const std::vector<std::map<std::string, std::string>>& row
     for (auto& [matrix, list] : by_matrix) {
         auto model = list;
         auto sim = list;
-        std::sort(model.begin(), model.end(), [](auto* a, auto* b) { return num(*a, "model_us") < num(*b, "model_us"); });
-        std::sort(sim.begin(), sim.end(), [](auto* a, auto* b) { return num(*a, "simgrid_us") < num(*b, "simgrid_us"); });
+        std::sort(model.begin(), model.end(),
+                  [](auto* a, auto* b) { return num(*a, "model_us") < num(*b, "model_us"); });
+        std::sort(sim.begin(), sim.end(),
+                  [](auto* a, auto* b) { return num(*a, "simgrid_us") < num(*b, "simgrid_us"); });
         for (std::size_t k = 0; k < model.size(); ++k) {
             INFO("matrix " << matrix << ", rank " << k << ": model " << model[k]->at("scheduler") << ", SimGrid "
                            << sim[k]->at("scheduler"));
             CHECK(model[k]->at("scheduler") == sim[k]->at("scheduler"));
         }
         // The model's order is strict here, so the comparison means something.
-        for (std::size_t k = 1; k < model.size(); ++k) CHECK(num(*model[k], "model_us") > 1.02 * num(*model[k - 1], "model_us"));
+        for (std::size_t k = 1; k < model.size(); ++k)
+            CHECK(num(*model[k], "model_us") > 1.02 * num(*model[k - 1], "model_us"));
     }
 }
 
@@ -126,7 +133,8 @@ TEST_CASE("real Megatron matrices: the same order and FAST within 15%") {
 
 TEST_CASE("the replay honours the plan's dependencies, transfer by transfer") {
     const std::string trace = temp_path("trace.csv");
-    const std::string args = "--servers 3 --gpus 4 --workload zipf:1.0 --bytes-per-gpu 32M --seed 5 --schedulers fast,spreadout";
+    const std::string args =
+        "--servers 3 --gpus 4 --workload zipf:1.0 --bytes-per-gpu 32M --seed 5 --schedulers fast,spreadout";
     const result r = run(args + " --trace " + trace);
     INFO(r.output);
     REQUIRE(r.status == 0);
@@ -177,7 +185,9 @@ TEST_CASE("SimGrid options pass through: LV08's latency factor makes every step 
     // Under LV08 a comm's latency is 13.01 x the route's: FAST's steps each pay ~130 us instead
     // of 10 us, which the model (alpha_out = 10 us) does not know about.
     const std::string csv = temp_path("lv08.csv");
-    const result r = run("--servers 2 --gpus 4 --workload zipf:1.1 --bytes-per-gpu 16M --schedulers fast --cfg=network/model:LV08 --csv " + csv);
+    const result r = run("--servers 2 --gpus 4 --workload zipf:1.1 --bytes-per-gpu 16M --schedulers fast "
+                         "--cfg=network/model:LV08 --csv " +
+                         csv);
     INFO(r.output);
     REQUIRE(r.status == 0);
     CHECK_THAT(r.output, Catch::Contains("network/model LV08"));
@@ -247,6 +257,6 @@ TEST_CASE("--plan replays a fast-plan/1 file; crosstraffic throttles one flow ag
     };
     CHECK(time_of(1, 0) == Approx(1).epsilon(1e-4));
     CHECK(time_of(4, 0) == Approx(1).epsilon(1e-4));
-    CHECK(time_of(1, 1) == Approx(1.05).epsilon(0.01));   // the 5% acknowledgement share
-    CHECK(time_of(4, 1) == Approx(1.745).epsilon(0.01));  // 4 flows at 50/4.05 GB/s, then the rest
+    CHECK(time_of(1, 1) == Approx(1.05).epsilon(0.01));  // the 5% acknowledgement share
+    CHECK(time_of(4, 1) == Approx(1.745).epsilon(0.01)); // 4 flows at 50/4.05 GB/s, then the rest
 }

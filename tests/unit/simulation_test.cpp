@@ -12,7 +12,6 @@ using fast::test::out;
 
 namespace {
 
-
 // The contract spelled out naively, O(T^2): the transfers of the last step before t's in which
 // t.src (t.dst) takes part.
 std::vector<std::size_t> naive_dependencies(const plan& p, std::size_t index, std::uint32_t step) {
@@ -165,7 +164,8 @@ TEST_CASE("property: the graph is the contract and drives the cost model to the 
     for (std::uint64_t seed = 1; seed <= 40; ++seed) {
         const fast::test::random_case c = fast::test::make_random_case(seed);
         INFO("seed " << seed << ", " << c.shape << ", " << c.topo.servers << " x " << c.topo.gpus_per_server);
-        for (const scheduler s : {scheduler::fast, scheduler::fast_unbalanced, scheduler::direct, scheduler::spreadout}) {
+        for (const scheduler s :
+             {scheduler::fast, scheduler::fast_unbalanced, scheduler::direct, scheduler::spreadout}) {
             for (const policy pol : {policy::rail_packed, policy::bottleneck, policy::exact}) {
                 plan_options o;
                 o.scheduler = s;

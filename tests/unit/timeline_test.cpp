@@ -27,7 +27,9 @@ std::string fast_plan() {
     return exe;
 }
 
-result run(const std::string& args) { return run_command(fast_plan() + " " + args); }
+result run(const std::string& args) {
+    return run_command(fast_plan() + " " + args);
+}
 
 std::string slurp(const std::string& path) {
     std::ifstream in(path);
@@ -77,7 +79,8 @@ std::string xml_problem(const std::string& doc) {
         if (tag.empty()) return "empty tag at " + std::to_string(i);
         if (tag[0] == '/') {
             const std::string name = tag.substr(1);
-            if (open.empty() || open.back() != name) return "</" + name + "> closes nothing open at " + std::to_string(i);
+            if (open.empty() || open.back() != name)
+                return "</" + name + "> closes nothing open at " + std::to_string(i);
             open.pop_back();
         } else if (tag[0] != '?' && tag[0] != '!' && tag.back() != '/') {
             open.push_back(tag.substr(0, tag.find_first_of(" \t\n")));
@@ -90,7 +93,7 @@ std::string xml_problem(const std::string& doc) {
 
 struct svg_facts {
     std::size_t panels = 0;
-    std::set<int> ranks;   // data-rank of lanes, per panel summed into lane_count
+    std::set<int> ranks; // data-rank of lanes, per panel summed into lane_count
     std::set<int> servers;
     std::size_t lanes = 0;
     std::vector<std::string> labels;
@@ -179,7 +182,8 @@ TEST_CASE("--compare --svg: one panel per scheduler on a shared time axis") {
     for (const double x : lb) CHECK(x == Approx(lb[0]));
 
     const std::string two = temp_path("two.svg");
-    const result s = run("--servers 2 --gpus 4 --workload zipf:1.1 --bytes-per-gpu 16M --schedulers fast,direct --svg " + two);
+    const result s =
+        run("--servers 2 --gpus 4 --workload zipf:1.1 --bytes-per-gpu 16M --schedulers fast,direct --svg " + two);
     INFO(s.output);
     REQUIRE(s.status == 0);
     CHECK(inspect(slurp(two)).labels == std::vector<std::string>{"fast (rail-packed)", "direct"});

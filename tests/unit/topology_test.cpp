@@ -41,7 +41,7 @@ TEST_CASE("any positive size is accepted, bad values are named") {
     CHECK_THROWS_WITH(validate(t), Catch::Contains("alpha_up_us must be non-negative and finite, got -1"));
     t.alpha_up_us = -1e300; // a few significant digits, not std::to_string's 300
     CHECK_THROWS_WITH(validate(t), Catch::Contains("got -1e+300"));
-    t.alpha_up_us = -0.1;   // as many as it takes to read back the same number
+    t.alpha_up_us = -0.1; // as many as it takes to read back the same number
     CHECK_THROWS_WITH(validate(t), Catch::Contains("got -0.1"));
     t.alpha_up_us = -1.0000001;
     CHECK_THROWS_WITH(validate(t), Catch::Contains("got -1.0000001"));

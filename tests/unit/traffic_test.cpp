@@ -57,10 +57,7 @@ TEST_CASE("floating matrices must hold finite whole byte counts") {
 TEST_CASE("tiles, totals and server aggregates") {
     const topology t = make_topology(2, 2);
     traffic_matrix m(4, 4);
-    m << 1, 2, 3, 4,
-         5, 6, 7, 8,
-         9, 10, 11, 12,
-         13, 14, 15, 16;
+    m << 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16;
     const traffic_matrix t01 = tile(m, t, 0, 1);
     CHECK(t01(0, 0) == 3);
     CHECK(t01(1, 1) == 8);

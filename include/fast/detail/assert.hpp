@@ -23,7 +23,7 @@ namespace fast::detail {
 // sizeof: the condition is not evaluated, but its names count as used.
 #define FAST_ASSERT(condition, message) static_cast<void>(sizeof((condition) ? 1 : 0))
 #else
-#define FAST_ASSERT(condition, message)                                                                               \
+#define FAST_ASSERT(condition, message)                                                                                \
     ((condition) ? static_cast<void>(0) : ::fast::detail::assertion_failed(#condition, message, __FILE__, __LINE__))
 #endif
 #endif

@@ -19,11 +19,11 @@ namespace fast::detail {
 struct assignment_workspace {
     std::vector<std::int64_t> row_potential; // 1-based; index 0 is the virtual row's
     std::vector<std::int64_t> col_potential;
-    std::vector<std::int64_t> slack;         // per column: least reduced cost from the tree
-    std::vector<std::size_t> row_of;         // per column (1-based): its row, 0 if none
-    std::vector<std::size_t> came_from;      // per column: the previous column on the path
-    std::vector<std::uint8_t> in_tree;       // per column
-    std::vector<std::uint8_t> matched;       // per row (1-based)
+    std::vector<std::int64_t> slack;    // per column: least reduced cost from the tree
+    std::vector<std::size_t> row_of;    // per column (1-based): its row, 0 if none
+    std::vector<std::size_t> came_from; // per column: the previous column on the path
+    std::vector<std::uint8_t> in_tree;  // per column
+    std::vector<std::uint8_t> matched;  // per row (1-based)
 };
 
 /// Costs times columns stay below this, so that potentials and reduced costs cannot overflow.

@@ -55,8 +55,7 @@ template <class Pieces>
 /// Whether x goes before y in the stream of `rail` (stream_part, then hotter final GPUs first
 /// among the bytes that need redistribution, then origin, final GPU and offset).
 [[nodiscard]] inline bool stream_before(const piece& x, const piece& y, int rail,
-                                        std::span<const std::int64_t> heat = {},
-                                        bool diagonal_leads = false) noexcept {
+                                        std::span<const std::int64_t> heat = {}, bool diagonal_leads = false) noexcept {
     const stream_part px = part_of(x, rail, diagonal_leads);
     const stream_part py = part_of(y, rail, diagonal_leads);
     if (px != py) return px < py;
@@ -79,7 +78,8 @@ inline void descending_ranks(std::span<const std::int64_t> key, std::span<std::u
     for (std::size_t i = 0; i < g; ++i) {
         std::uint32_t before = 0;
         for (std::size_t j = 0; j < g; ++j)
-            before += static_cast<std::uint32_t>(key[j] > key[i]) + static_cast<std::uint32_t>(key[j] == key[i] && j < i);
+            before +=
+                static_cast<std::uint32_t>(key[j] > key[i]) + static_cast<std::uint32_t>(key[j] == key[i] && j < i);
         rank[i] = before;
     }
 }
@@ -87,8 +87,8 @@ inline void descending_ranks(std::span<const std::int64_t> key, std::span<std::u
 /// Shares of `total` bytes over G rails: each gets floor(total / G) or one more, the extra bytes
 /// going to the GPUs that hold the most of their own (they then move less; ties by index). `own`
 /// has G entries.
-inline void balanced_shares(std::int64_t total, std::span<const std::int64_t> own,
-                            std::span<std::int64_t> share, std::span<std::uint32_t> rank) {
+inline void balanced_shares(std::int64_t total, std::span<const std::int64_t> own, std::span<std::int64_t> share,
+                            std::span<std::uint32_t> rank) {
     const auto g = static_cast<std::int64_t>(own.size());
     const std::int64_t extra = total % g;
     if (extra == 0) {
@@ -154,20 +154,20 @@ struct tile_workspace {
         // rail; one more slot takes the write past the end that dealing does without a branch.
         streams.resize(g * g + g + 1);
     }
-    std::size_t words = 0;                 // 64-bit words of a mask of G bits
-    std::vector<std::int64_t> left;       // G x G: bytes of each block not yet assigned
-    std::vector<std::int64_t> own;        // G x G: bytes of block (a, b) its origin's rail a takes
-    std::vector<std::int64_t> own_at;     // G x G: their offset in the block
-    std::vector<std::int64_t> landing;    // G x G: bytes of block (a, b) its final's rail b takes
-    std::vector<std::int64_t> landing_at; // G x G: their offset in the block
-    std::vector<std::int64_t> rest_at;    // G x G: where the block's rest starts in all blocks' rests
-    std::vector<std::int64_t> room;       // G: bytes each rail can still take
-    std::vector<std::int64_t> diagonal;   // G: bytes of its diagonal block each rail takes
-    std::vector<rest_span> spans;         // G: each rail's part of the rests
+    std::size_t words = 0;                   // 64-bit words of a mask of G bits
+    std::vector<std::int64_t> left;          // G x G: bytes of each block not yet assigned
+    std::vector<std::int64_t> own;           // G x G: bytes of block (a, b) its origin's rail a takes
+    std::vector<std::int64_t> own_at;        // G x G: their offset in the block
+    std::vector<std::int64_t> landing;       // G x G: bytes of block (a, b) its final's rail b takes
+    std::vector<std::int64_t> landing_at;    // G x G: their offset in the block
+    std::vector<std::int64_t> rest_at;       // G x G: where the block's rest starts in all blocks' rests
+    std::vector<std::int64_t> room;          // G: bytes each rail can still take
+    std::vector<std::int64_t> diagonal;      // G: bytes of its diagonal block each rail takes
+    std::vector<rest_span> spans;            // G: each rail's part of the rests
     std::vector<std::uint64_t> own_mask;     // G masks: the heat positions of each rail's own pieces' finals
     std::vector<std::uint64_t> landing_mask; // G masks: the origins of the pieces landing on each rail
-    std::vector<std::uint32_t> begin;     // G + 1
-    std::vector<std::size_t> by_heat;     // final GPUs, hottest first
+    std::vector<std::uint32_t> begin;        // G + 1
+    std::vector<std::size_t> by_heat;        // final GPUs, hottest first
     std::vector<piece> streams;
 };
 
@@ -192,9 +192,18 @@ struct tile_arrays {
 };
 
 inline tile_arrays arrays_of(const tile_request& r, tile_workspace& ws) noexcept {
-    return {r.tile,           r.stride,          static_cast<std::size_t>(r.gpus), ws.words,
-            ws.left.data(),   ws.room.data(),    ws.own.data(),                    ws.own_at.data(),
-            ws.landing.data(), ws.landing_at.data(), ws.own_mask.data(),           ws.landing_mask.data()};
+    return {r.tile,
+            r.stride,
+            static_cast<std::size_t>(r.gpus),
+            ws.words,
+            ws.left.data(),
+            ws.room.data(),
+            ws.own.data(),
+            ws.own_at.data(),
+            ws.landing.data(),
+            ws.landing_at.data(),
+            ws.own_mask.data(),
+            ws.landing_mask.data()};
 }
 
 // Copies the tile into `left` (plain loops: memcpy's size dispatch mispredicts on these short,
@@ -264,7 +273,9 @@ inline void lay_out_rests(tile_arrays t, std::int64_t* rest_at, rest_span* spans
     }
     at = 0;
     std::size_t row = 0;
-    const auto row_end = [=](std::size_t a) { return a + 1 < g ? rest_at[(a + 1) * g] : rest_at[g * g - 1] + t.left[g * g - 1]; };
+    const auto row_end = [=](std::size_t a) {
+        return a + 1 < g ? rest_at[(a + 1) * g] : rest_at[g * g - 1] + t.left[g * g - 1];
+    };
     for (std::size_t i = 0; i < g; ++i) {
         if (t.room[i] == 0) continue;
         while (row + 1 < g && row_end(row) <= at) ++row;

@@ -32,8 +32,8 @@ inline std::int64_t pad_flat(std::vector<std::int64_t>& a, int n, std::vector<st
         for (std::size_t c = 0; c < un; ++c) {
             if (__builtin_add_overflow(row_deficit[r], a[r * un + c], &row_deficit[r]) ||
                 __builtin_add_overflow(col_deficit[c], a[r * un + c], &col_deficit[c]))
-                throw invalid_argument("pad: line sum of row " + std::to_string(r) + " or column " +
-                                       std::to_string(c) + " overflows int64");
+                throw invalid_argument("pad: line sum of row " + std::to_string(r) + " or column " + std::to_string(c) +
+                                       " overflows int64");
         }
     std::int64_t l = 0;
     for (std::size_t k = 0; k < un; ++k) l = std::max({l, row_deficit[k], col_deficit[k]});
@@ -77,8 +77,10 @@ struct decompose_workspace {
     /// The largest value at most `v` whose bucket is not empty, or 0.
     [[nodiscard]] std::size_t filled_at_most(std::size_t v) const noexcept {
         for (std::size_t w = v >> 6;; --w) {
-            const std::uint64_t below = (v >> 6) == w && (v & 63) != 63 ? (std::uint64_t{1} << ((v & 63) + 1)) - 1 : ~std::uint64_t{0};
-            if (const std::uint64_t bits = filled[w] & below) return w * 64 + 63 - static_cast<std::size_t>(__builtin_clzll(bits));
+            const std::uint64_t below =
+                (v >> 6) == w && (v & 63) != 63 ? (std::uint64_t{1} << ((v & 63) + 1)) - 1 : ~std::uint64_t{0};
+            if (const std::uint64_t bits = filled[w] & below)
+                return w * 64 + 63 - static_cast<std::size_t>(__builtin_clzll(bits));
             if (w == 0) return 0;
         }
     }
@@ -178,7 +180,8 @@ inline void start(progress& p, std::int64_t top) {
     ws.next_entry.resize(p.size * p.size);
     ws.filled.assign((values + 63) / 64, 0);
     for (std::size_t k = 0; k < p.size * p.size; ++k)
-        if (p.matrix[k] > 0 && p.matrix[k] < p.threshold) ws.add(static_cast<std::size_t>(p.matrix[k]), static_cast<std::uint32_t>(k));
+        if (p.matrix[k] > 0 && p.matrix[k] < p.threshold)
+            ws.add(static_cast<std::size_t>(p.matrix[k]), static_cast<std::uint32_t>(k));
 }
 
 // Makes entry k an edge; `grows` becomes true if that can give the failed row a path.
@@ -244,7 +247,8 @@ inline std::int64_t take_stage(progress& p, decomposition& out) {
         if (v < p.threshold) {
             p.workspace.edges.clear(static_cast<int>(r), static_cast<int>(c));
             p.workspace.matching.unmatch(static_cast<int>(r));
-            if (p.buckets && v > 0) p.workspace.add(static_cast<std::size_t>(v), static_cast<std::uint32_t>(r * p.size + c));
+            if (p.buckets && v > 0)
+                p.workspace.add(static_cast<std::size_t>(v), static_cast<std::uint32_t>(r * p.size + c));
         }
         out.perms.push_back(static_cast<std::int32_t>(c));
     }
@@ -285,7 +289,8 @@ inline void decompose_flat(std::vector<std::int64_t>& a, int n, matching_rule ru
         if (ws.cold_starts ? ws.matching.complete(ws.edges) : ws.matching.grow(ws.edges)) {
             remaining -= bvn::take_stage(p, out);
         } else {
-            FAST_ASSERT(rule == matching_rule::bottleneck && p.threshold > 1, "decompose: the matrix has equal line sums");
+            FAST_ASSERT(rule == matching_rule::bottleneck && p.threshold > 1,
+                        "decompose: the matrix has equal line sums");
             bvn::lower_threshold(p);
         }
     }
@@ -312,8 +317,7 @@ inline std::vector<std::int64_t> to_flat(const traffic_matrix& m) {
     if ((m.array() < 0).any()) throw invalid_argument("decompose: the matrix has a negative entry");
     std::vector<std::int64_t> a(static_cast<std::size_t>(m.size()));
     for (Eigen::Index r = 0; r < m.rows(); ++r)
-        for (Eigen::Index c = 0; c < m.cols(); ++c)
-            a[static_cast<std::size_t>(r * m.cols() + c)] = m(r, c);
+        for (Eigen::Index c = 0; c < m.cols(); ++c) a[static_cast<std::size_t>(r * m.cols() + c)] = m(r, c);
     return a;
 }
 

@@ -12,16 +12,16 @@ namespace fast::detail {
 [[nodiscard]] inline std::int64_t checked_add(std::int64_t a, std::int64_t b, const char* what) {
     std::int64_t r = 0;
     if (__builtin_add_overflow(a, b, &r))
-        throw invalid_argument(std::string(what) + ": sum " + std::to_string(a) + " + " +
-                               std::to_string(b) + " overflows 64-bit bytes");
+        throw invalid_argument(std::string(what) + ": sum " + std::to_string(a) + " + " + std::to_string(b) +
+                               " overflows 64-bit bytes");
     return r;
 }
 
 [[nodiscard]] inline std::int64_t checked_mul(std::int64_t a, std::int64_t b, const char* what) {
     std::int64_t r = 0;
     if (__builtin_mul_overflow(a, b, &r))
-        throw invalid_argument(std::string(what) + ": product " + std::to_string(a) + " * " +
-                               std::to_string(b) + " overflows 64-bit bytes");
+        throw invalid_argument(std::string(what) + ": product " + std::to_string(a) + " * " + std::to_string(b) +
+                               " overflows 64-bit bytes");
     return r;
 }
 

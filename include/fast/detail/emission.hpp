@@ -1,8 +1,8 @@
 #pragma once
-// Emission (the planner's stage 5): turns a stage schedule into transfers. The schedule says, for every rail and scale-out step,
-// how many bytes each server sends to which server; balancing (assign_tile) says which bytes of
-// a tile each rail carries, in stream order. The builder walks every (server pair, rail) stream
-// across that stream's slots and emits, per slice of a piece:
+// Emission (the planner's stage 5): turns a stage schedule into transfers. The schedule says, for every rail and
+// scale-out step, how many bytes each server sends to which server; balancing (assign_tile) says which bytes of a tile
+// each rail carries, in stream order. The builder walks every (server pair, rail) stream across that stream's slots and
+// emits, per slice of a piece:
 //   - a gather (scale-up, origin GPU -> carrier's scratch) unless the carrier is the origin,
 //   - the scale-out transfer (carrier -> the same rail in the destination server),
 //   - a redistribution (scale-up, receiver's scratch -> final GPU's recv) unless the receiver
@@ -104,7 +104,8 @@ public:
     /// k in bytes (k = 1 .. last_step), the room scale-up work may fill at B_up / B_out.
     void start(const traffic_summary& sum, const topology& topo, std::span<const std::int64_t> step_bytes,
                std::int32_t last_step, const emission_options& options) {
-        FAST_ASSERT(options.window >= 1 && options.window <= tuning::max_window, "the window was validated with the options");
+        FAST_ASSERT(options.window >= 1 && options.window <= tuning::max_window,
+                    "the window was validated with the options");
         sum_ = &sum;
         topo_ = topo;
         gpus_ = topo.gpus_per_server;
@@ -191,7 +192,8 @@ public:
         out.scratch_bytes.assign(r, 0);
         for (const region& x : regions_)
             out.scratch_bytes[static_cast<std::size_t>(x.rank)] =
-                std::max(out.scratch_bytes[static_cast<std::size_t>(x.rank)], checked_add(x.base, x.size, "scratch of one rank"));
+                std::max(out.scratch_bytes[static_cast<std::size_t>(x.rank)],
+                         checked_add(x.base, x.size, "scratch of one rank"));
         // The steps' records in order (sequential writes: a plan is large), offsets resolved.
         out.step_offsets.assign(1, 0);
         std::size_t total = 0;
@@ -221,7 +223,8 @@ public:
         out.one_to_one_scale_out = true;
         out.scratch_bytes = 0;
         for (const std::uint32_t k : own)
-            out.scratch_bytes = std::max(out.scratch_bytes, checked_add(regions_[k].base, regions_[k].size, "scratch of one rank"));
+            out.scratch_bytes =
+                std::max(out.scratch_bytes, checked_add(regions_[k].base, regions_[k].size, "scratch of one rank"));
         out.transfers.clear();
         for (std::size_t k = 0; k < steps_; ++k)
             for (const record& x : buckets_[k]) {
@@ -255,7 +258,8 @@ private:
         for (std::size_t k = 1; k < steps_ && k < step_bytes.size(); ++k)
             capacity_[k] = saturate(static_cast<double>(step_bytes[k]) * ratio);
         if (timing_ != gather_timing::windowed) return;
-        const std::size_t rooms = focus_ < 0 ? static_cast<std::size_t>(topo_.ranks()) : static_cast<std::size_t>(gpus_);
+        const std::size_t rooms =
+            focus_ < 0 ? static_cast<std::size_t>(topo_.ranks()) : static_cast<std::size_t>(gpus_);
         room_send_.resize(rooms * steps_);
         room_recv_.resize(rooms * steps_);
         for (std::size_t k = 0; k < rooms; ++k) {
@@ -269,11 +273,19 @@ private:
     void with_mode(F&& f) {
         const bool focus = focus_ >= 0;
         if (timing_ == gather_timing::up_front) {
-            if (focus) split_blocks_ ? f.template operator()<emit_mode{true, true, true}>() : f.template operator()<emit_mode{true, true, false}>();
-            else split_blocks_ ? f.template operator()<emit_mode{true, false, true}>() : f.template operator()<emit_mode{true, false, false}>();
+            if (focus)
+                split_blocks_ ? f.template operator()<emit_mode{true, true, true}>()
+                              : f.template operator()<emit_mode{true, true, false}>();
+            else
+                split_blocks_ ? f.template operator()<emit_mode{true, false, true}>()
+                              : f.template operator()<emit_mode{true, false, false}>();
         } else {
-            if (focus) split_blocks_ ? f.template operator()<emit_mode{false, true, true}>() : f.template operator()<emit_mode{false, true, false}>();
-            else split_blocks_ ? f.template operator()<emit_mode{false, false, true}>() : f.template operator()<emit_mode{false, false, false}>();
+            if (focus)
+                split_blocks_ ? f.template operator()<emit_mode{false, true, true}>()
+                              : f.template operator()<emit_mode{false, true, false}>();
+            else
+                split_blocks_ ? f.template operator()<emit_mode{false, false, true}>()
+                              : f.template operator()<emit_mode{false, false, false}>();
         }
     }
 
@@ -292,10 +304,8 @@ private:
                 const transfer_end from{src, buffer::send, no_region, send_at_[a * ug + b]};
                 const transfer_end to{dst, buffer::recv, no_region, recv_at_[a * ug + b]};
                 const block_key block{src, dst};
-                if constexpr (M.up_front)
-                    emit_up<M, false>(1, from, to, block, n);
-                else
-                    emit_up<M, true>(roomiest<false>(src, dst, first, last), from, to, block, n);
+                if constexpr (M.up_front) emit_up<M, false>(1, from, to, block, n);
+                else emit_up<M, true>(roomiest<false>(src, dst, first, last), from, to, block, n);
             }
     }
 
@@ -346,8 +356,8 @@ private:
     // the source server) to its receiver (the same GPU of the destination server).
     struct stream_ends {
         std::size_t rail = 0;
-        int origins = 0;  // rank of GPU 0 of the source server
-        int finals = 0;   // rank of GPU 0 of the destination server
+        int origins = 0; // rank of GPU 0 of the source server
+        int finals = 0;  // rank of GPU 0 of the destination server
         int carrier = 0;
         int receiver = 0;
         bool gathers = false;        // the source server's moves are placed here
@@ -446,12 +456,13 @@ private:
     // origin, the scale-out transfer, a redistribution unless the receiver is the final GPU.
     template <emit_mode M>
     void emit_slice(const stream_ends& e, const piece& p, std::int64_t at, std::int64_t n, slot_state& state) {
-        const auto block_at = static_cast<std::size_t>(p.origin) * static_cast<std::size_t>(gpus_) +
-                              static_cast<std::size_t>(p.final);
+        const auto block_at =
+            static_cast<std::size_t>(p.origin) * static_cast<std::size_t>(gpus_) + static_cast<std::size_t>(p.final);
         block_key block;
         if constexpr (M.split) block = {e.origins + p.origin, e.finals + p.final};
         const transfer_end sent{e.carrier, buffer::send, no_region, send_at_[block_at] + at};
-        const transfer_end from = static_cast<std::size_t>(p.origin) == e.rail ? sent : gather_slice<M>(e, p, sent, block, n, state);
+        const transfer_end from =
+            static_cast<std::size_t>(p.origin) == e.rail ? sent : gather_slice<M>(e, p, sent, block, n, state);
         const transfer_end received{e.receiver, buffer::recv, no_region, recv_at_[block_at] + at};
         const transfer_end to =
             static_cast<std::size_t>(p.final) == e.rail ? received : land_slice<M>(e, p, received, block, n, state);
@@ -467,7 +478,8 @@ private:
         const auto a = static_cast<std::size_t>(p.origin);
         if (e.gathers) {
             const int origin = e.origins + p.origin;
-            if (gather_stamp_[a] != stamp_) state.gather_region = decide_gather<M>(a, origin, e.carrier, state.step, state.gather_region);
+            if (gather_stamp_[a] != stamp_)
+                state.gather_region = decide_gather<M>(a, origin, e.carrier, state.step, state.gather_region);
             emit_move<M>(state.gather, a, gather_step_of_[a], {origin, buffer::send, no_region, sent.offset},
                          {e.carrier, buffer::scratch, state.gather_region, state.gathered}, block, n);
         } else if (state.gather_region == no_region) {
@@ -489,7 +501,8 @@ private:
             const int final_rank = e.finals + p.final;
             if (scatter_stamp_[b] != stamp_)
                 state.landing_region = decide_scatter<M>(b, e.receiver, final_rank, state.step, state.landing_region);
-            emit_move<M>(state.scatter, b, scatter_step_of_[b], {e.receiver, buffer::scratch, state.landing_region, state.landed},
+            emit_move<M>(state.scatter, b, scatter_step_of_[b],
+                         {e.receiver, buffer::scratch, state.landing_region, state.landed},
                          {final_rank, buffer::recv, no_region, received.offset}, block, n);
         } else if (state.landing_region == no_region) {
             state.landing_region = next_foreign_++;
@@ -504,7 +517,8 @@ private:
     void send_slice(const transfer_end& from, const transfer_end& to, const block_key& block, std::int64_t n,
                     slot_state& state) {
         const auto k = static_cast<std::size_t>(state.step);
-        if (state.scale_out != none && extends<M>(buckets_[k][state.scale_out], state.scale_out_block, from, to, block)) {
+        if (state.scale_out != none &&
+            extends<M>(buckets_[k][state.scale_out], state.scale_out_block, from, to, block)) {
             buckets_[k][state.scale_out].transfer.bytes += n;
             if constexpr (M.split) last_block_[k] = block;
         } else {
@@ -520,8 +534,9 @@ private:
                                       const transfer_end& to, const block_key& block) noexcept {
         bool same_block = true;
         if constexpr (M.split) same_block = last == block;
-        return x.transfer.src_buffer == from.buffer && x.transfer.dst_buffer == to.buffer && x.src_region == from.region &&
-               x.dst_region == to.region && x.transfer.src_offset + x.transfer.bytes == from.offset &&
+        return x.transfer.src_buffer == from.buffer && x.transfer.dst_buffer == to.buffer &&
+               x.src_region == from.region && x.dst_region == to.region &&
+               x.transfer.src_offset + x.transfer.bytes == from.offset &&
                x.transfer.dst_offset + x.transfer.bytes == to.offset && same_block;
     }
 
@@ -569,10 +584,11 @@ private:
     // origin and slot, and the emission loop stays small.
     template <emit_mode M>
     [[nodiscard]] __attribute__((noinline)) std::uint32_t decide_gather(std::size_t a, int origin, int carrier,
-                                                                      std::int32_t slot_step, std::uint32_t region) {
+                                                                        std::int32_t slot_step, std::uint32_t region) {
         gather_stamp_[a] = stamp_;
         std::int32_t step = 0;
-        if constexpr (!M.up_front) step = roomiest<true>(origin, carrier, std::max(0, slot_step - window_), slot_step - 1);
+        if constexpr (!M.up_front)
+            step = roomiest<true>(origin, carrier, std::max(0, slot_step - window_), slot_step - 1);
         gather_step_of_[a] = step;
         if (region == no_region) region = new_region<M>(carrier, step, slot_step);
         regions_[region].first = std::min(regions_[region].first, step);
@@ -582,7 +598,7 @@ private:
     // Likewise the step of the redistribution to final GPU `b` (one of the `window` steps after).
     template <emit_mode M>
     [[nodiscard]] __attribute__((noinline)) std::uint32_t decide_scatter(std::size_t b, int receiver, int final_rank,
-                                                                       std::int32_t slot_step, std::uint32_t region) {
+                                                                         std::int32_t slot_step, std::uint32_t region) {
         scatter_stamp_[b] = stamp_;
         std::int32_t step = slot_step + 1;
         if constexpr (!M.up_front)
@@ -596,8 +612,8 @@ private:
     // A gather or redistribution of a stream's piece (see emit_stream's open transfers); the
     // offset `tracked` (at the key's end) is the one in the end outside scratch.
     template <emit_mode M>
-    void emit_move(open_move& open, std::size_t key, std::int32_t step, const transfer_end& from, const transfer_end& to,
-                   const block_key& block, std::int64_t n) {
+    void emit_move(open_move& open, std::size_t key, std::int32_t step, const transfer_end& from,
+                   const transfer_end& to, const block_key& block, std::int64_t n) {
         if constexpr (M.up_front) {
             emit_up<M, false>(step, from, to, block, n);
         } else {
@@ -691,9 +707,9 @@ private:
     std::vector<std::uint64_t> gather_stamp_;   // per origin GPU: the slot whose step it holds
     std::vector<std::uint64_t> scatter_stamp_;  // per final GPU: likewise
     std::uint64_t stamp_ = 0;                   // the slot being emitted
-    std::vector<std::vector<record>> buckets_; // per step, in emission order
-    std::vector<std::size_t> last_kept_;       // per step: its last transfer if kept, else none
-    std::vector<block_key> last_block_;        // split blocks: per step, the block of its last transfer's last bytes
+    std::vector<std::vector<record>> buckets_;  // per step, in emission order
+    std::vector<std::size_t> last_kept_;        // per step: its last transfer if kept, else none
+    std::vector<block_key> last_block_;         // split blocks: per step, the block of its last transfer's last bytes
     std::size_t steps_ = 0;
     std::vector<std::int64_t> capacity_; // per step: scale-up bytes that fit under its scale-out
     // rank x step: room left on its send (receive) port, the step's capacity less the scale-up

@@ -212,8 +212,8 @@ struct packing_workspace {
     std::vector<std::size_t> perm_of;   // pack_rails: per stage, its permutation in the schedule
     std::vector<std::size_t> order;     // pack_rails: the stages with bytes left, longest first
     std::vector<std::pair<std::int64_t, std::size_t>> keys; // for sorting `order` stably
-    std::vector<level_cursor> levels;   // finding a step's water level
-    std::vector<std::int64_t> pieces;   // the stages' durations left, longest first
+    std::vector<level_cursor> levels;                       // finding a step's water level
+    std::vector<std::int64_t> pieces;                       // the stages' durations left, longest first
 };
 
 /// Pours each server pair's bytes (`pair_bytes`, s * S + d) into the stages in order, min(weight,

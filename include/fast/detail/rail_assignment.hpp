@@ -19,16 +19,16 @@ enum class rail_steps { all, first, falling };
 
 /// Buffers of assign_rails, kept between plans.
 struct rail_workspace {
-    std::vector<std::size_t> begin;     // step k's slots are members[begin[k], begin[k + 1]) (slots_by_step)
+    std::vector<std::size_t> begin; // step k's slots are members[begin[k], begin[k + 1]) (slots_by_step)
     std::vector<std::size_t> members;
-    std::vector<std::int64_t> cover;    // per (pair, rail): the bytes a slot there may still cover
-    std::vector<std::int64_t> score;    // per (slot of the step, rail): the bytes it would cover
-    std::vector<std::uint8_t> varies;   // per slot of the step: whether its rail matters
-    std::vector<std::size_t> rail_of;   // per slot of the step: its rail
-    std::vector<std::uint8_t> taken;    // per rail: whether a slot has it
-    std::vector<std::size_t> rows;      // the slots whose rail matters
-    std::vector<std::int64_t> cost;     // their scores as costs
-    std::vector<std::size_t> pick;      // their rails
+    std::vector<std::int64_t> cover;  // per (pair, rail): the bytes a slot there may still cover
+    std::vector<std::int64_t> score;  // per (slot of the step, rail): the bytes it would cover
+    std::vector<std::uint8_t> varies; // per slot of the step: whether its rail matters
+    std::vector<std::size_t> rail_of; // per slot of the step: its rail
+    std::vector<std::uint8_t> taken;  // per rail: whether a slot has it
+    std::vector<std::size_t> rows;    // the slots whose rail matters
+    std::vector<std::int64_t> cost;   // their scores as costs
+    std::vector<std::size_t> pick;    // their rails
     assignment_workspace assignment;
 };
 
@@ -159,7 +159,8 @@ inline void choose_step(stage_schedule& sc, std::size_t k, rail_workspace& ws) {
         // Every slot on its best rail is a best choice when no two slots want the same rail.
         if (best_rails(sc, step, ws)) assign_clashing(sc, step, scores.top, ws);
         std::int64_t best = 0;
-        for (std::size_t x = 0; x < step.count; ++x) best += ws.score[x * static_cast<std::size_t>(sc.rails) + ws.rail_of[x]];
+        for (std::size_t x = 0; x < step.count; ++x)
+            best += ws.score[x * static_cast<std::size_t>(sc.rails) + ws.rail_of[x]];
         if (best > scores.now)
             for (std::size_t x = 0; x < step.count; ++x)
                 sc.slots[ws.members[step.first + x]].rail = static_cast<std::int32_t>(ws.rail_of[x]);
@@ -187,9 +188,9 @@ inline void choose_step(stage_schedule& sc, std::size_t k, rail_workspace& ws) {
 /// covers more. `lengths` are the steps' (step_lengths); `sent` and `received` have an entry
 /// per (s * S + d) * G + i. `which` picks the steps: both kinds, or the first or the falling
 /// side's only (the choices are independent: each kind starts from its own bytes).
-inline void assign_rails(stage_schedule& sc, std::span<const std::int64_t> lengths,
-                         std::span<const std::int64_t> sent, std::span<const std::int64_t> received,
-                         rail_workspace& ws, rail_steps which = rail_steps::all) {
+inline void assign_rails(stage_schedule& sc, std::span<const std::int64_t> lengths, std::span<const std::int64_t> sent,
+                         std::span<const std::int64_t> received, rail_workspace& ws,
+                         rail_steps which = rail_steps::all) {
     if (sc.slots.empty()) return;
     slots_by_step(sc, ws.begin, ws.members);
     const auto peak = static_cast<std::size_t>(std::max_element(lengths.begin(), lengths.end()) - lengths.begin());

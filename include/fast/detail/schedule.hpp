@@ -18,7 +18,7 @@ namespace fast::detail {
 struct stage_schedule {
     int servers = 0;
     int rails = 0;
-    std::int32_t last_step = 0; ///< the last scale-out step (steps are 1-based)
+    std::int32_t last_step = 0;      ///< the last scale-out step (steps are 1-based)
     std::vector<std::int32_t> perms; ///< permutations, `servers` entries each
     struct slot {
         std::int32_t rail = 0;

@@ -35,7 +35,8 @@ public:
         for (std::size_t k = 0; k < ranks; ++k) by_rank_[k + 1] += by_rank_[k];
         order_.resize(regions.size() - 1);
         fill_.assign(by_rank_.begin(), by_rank_.end() - 1);
-        for (std::uint32_t k = 1; k < regions.size(); ++k) order_[fill_[static_cast<std::size_t>(regions[k].rank)]++] = k;
+        for (std::uint32_t k = 1; k < regions.size(); ++k)
+            order_[fill_[static_cast<std::size_t>(regions[k].rank)]++] = k;
         for (std::size_t k = 0; k < ranks; ++k)
             place(regions, order_.begin() + static_cast<std::ptrdiff_t>(by_rank_[k]),
                   order_.begin() + static_cast<std::ptrdiff_t>(by_rank_[k + 1]));
@@ -75,9 +76,10 @@ private:
                 base = std::max(base, z.base + z.size);
             }
             x.base = base;
-            active_.insert(std::upper_bound(active_.begin(), active_.end(), *it,
-                                            [&](std::uint32_t y, std::uint32_t z) { return regions[y].base < regions[z].base; }),
-                           *it);
+            active_.insert(
+                std::upper_bound(active_.begin(), active_.end(), *it,
+                                 [&](std::uint32_t y, std::uint32_t z) { return regions[y].base < regions[z].base; }),
+                *it);
         }
     }
 

@@ -22,11 +22,11 @@ enum class rail_shares { skip, compute };
 
 /// What crosses between servers. Pairs are s * S + d; (pair, rail) entries (s * S + d) * G + i.
 struct server_traffic {
-    std::vector<std::int64_t> pair;    ///< S x S: what s sends d in all (tile (s, d)'s sum); diagonal 0
-    std::vector<std::int64_t> gpu_out; ///< per GPU: its inter-server bytes sent
-    std::vector<std::int64_t> gpu_in;  ///< per GPU: its inter-server bytes received
-    std::vector<std::int64_t> share;   ///< with shares, per (pair, rail): the rail's balanced share
-    std::vector<std::int64_t> server;  ///< with shares, S x S: ceil(pair / G), the per-GPU server matrix
+    std::vector<std::int64_t> pair;      ///< S x S: what s sends d in all (tile (s, d)'s sum); diagonal 0
+    std::vector<std::int64_t> gpu_out;   ///< per GPU: its inter-server bytes sent
+    std::vector<std::int64_t> gpu_in;    ///< per GPU: its inter-server bytes received
+    std::vector<std::int64_t> share;     ///< with shares, per (pair, rail): the rail's balanced share
+    std::vector<std::int64_t> server;    ///< with shares, S x S: ceil(pair / G), the per-GPU server matrix
     std::vector<std::uint32_t> own_rank; // balanced_shares' workspace
 };
 

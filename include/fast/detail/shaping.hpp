@@ -19,20 +19,20 @@ namespace fast::detail {
 
 /// What shapes a schedule's steps (see shape_steps).
 struct shape_params {
-    double growth = 0;     ///< the most a step may grow over its neighbour towards the nearer end
-    std::int64_t edge = 0; ///< the last step's limit, and the shortest step worth a split
-    double drop = 0;       ///< > 0: hot receivers, the longest step first (see shape_steps)
+    double growth = 0;      ///< the most a step may grow over its neighbour towards the nearer end
+    std::int64_t edge = 0;  ///< the last step's limit, and the shortest step worth a split
+    double drop = 0;        ///< > 0: hot receivers, the longest step first (see shape_steps)
     std::int64_t first = 0; ///< > 0: the first step's limit instead of growth times edge
 };
 
 /// Buffers of shape_steps and count_shaped_steps, kept between plans.
 struct shaping_workspace {
-    std::vector<std::int64_t> length; // per step: its length, shortened by every carve
-    std::vector<std::size_t> order;   // the steps, by length
+    std::vector<std::int64_t> length;                       // per step: its length, shortened by every carve
+    std::vector<std::size_t> order;                         // the steps, by length
     std::vector<std::pair<std::int64_t, std::size_t>> keys; // for sorting `order` stably
-    std::vector<std::size_t> rising;  // the steps of the pyramid's two sides, ascending
+    std::vector<std::size_t> rising;                        // the steps of the pyramid's two sides, ascending
     std::vector<std::size_t> falling;
-    std::vector<std::size_t> begin;   // shape_steps: step k's slots are members[begin[k], begin[k + 1])
+    std::vector<std::size_t> begin; // shape_steps: step k's slots are members[begin[k], begin[k + 1])
     std::vector<std::size_t> members;
 };
 
@@ -80,16 +80,16 @@ void carve(std::size_t step, std::int64_t amount, std::int32_t number, shaping_w
 }
 
 struct side_shape {
-    std::int32_t steps = 0;  // how many the side has
-    std::int64_t last = 0;   // the length of its last-built (longest) step
+    std::int32_t steps = 0; // how many the side has
+    std::int64_t last = 0;  // the length of its last-built (longest) step
 };
 
 // Makes an ascending list of steps grow by at most `growth` from `limit` bytes, splitting the
 // longer ones: the steps of a side are numbered 1, 2, ... in order (`sign` tells the sides
 // apart until both are known).
 template <class Slots>
-side_shape ramp_side(const std::vector<std::size_t>& side, std::int32_t sign, std::int64_t limit,
-                     const shape_params& p, shaping_workspace& ws, Slots& slots) {
+side_shape ramp_side(const std::vector<std::size_t>& side, std::int32_t sign, std::int64_t limit, const shape_params& p,
+                     shaping_workspace& ws, Slots& slots) {
     side_shape out;
     for (const std::size_t step : side) {
         while (p.growth > 1 && ws.length[step] - limit > limit / tuning::ramp_slack_divisor && limit > 0) {
@@ -136,7 +136,8 @@ std::int32_t drop_after_peak(side_shape falling, const shape_params& p, shaping_
 template <class Slots>
 std::pair<std::int32_t, std::int32_t> shape(const shape_params& p, shaping_workspace& ws, Slots& slots) {
     split_sides(p, ws);
-    const std::int64_t first = p.first > 0 ? p.first : std::max(p.edge, saturate(p.growth * static_cast<double>(p.edge)));
+    const std::int64_t first =
+        p.first > 0 ? p.first : std::max(p.edge, saturate(p.growth * static_cast<double>(p.edge)));
     const std::int32_t rising = ramp_side(ws.rising, 1, first, p, ws, slots).steps;
     side_shape falling = ramp_side(ws.falling, -1, p.edge, p, ws, slots);
     if (p.drop > 0 && rising > 0) falling.steps = drop_after_peak(falling, p, ws, slots);

@@ -28,8 +28,7 @@ void insertion_sort(It first, It last, Before before) {
 /// allocating (std::stable_sort takes a temporary buffer). Short lists, often nearly sorted
 /// (a schedule step shortens only its longest pieces), take an insertion sort.
 template <class Key>
-void stable_sort_by(std::vector<std::size_t>& order, std::vector<std::pair<std::int64_t, std::size_t>>& keys,
-                    Key key) {
+void stable_sort_by(std::vector<std::size_t>& order, std::vector<std::pair<std::int64_t, std::size_t>>& keys, Key key) {
     keys.resize(order.size());
     for (std::size_t j = 0; j < order.size(); ++j) keys[j] = {key(order[j]), order[j]};
     if (order.size() <= tuning::insertion_sort_max) {

@@ -40,7 +40,8 @@ inline void add_intra_blocks(const alltoallv_layout& l, const topology& topo, un
     for (std::size_t i = 0; i < ur; ++i)
         for (std::size_t j = 0; j < ur; ++j)
             if (topo.same_server(static_cast<int>(i), static_cast<int>(j)) && ws.left[i * ur + j] > 0) {
-                out.transfers.push_back(block_transfer(l, topo, static_cast<int>(i), static_cast<int>(j), ws.left[i * ur + j]));
+                out.transfers.push_back(
+                    block_transfer(l, topo, static_cast<int>(i), static_cast<int>(j), ws.left[i * ur + j]));
                 ws.left[i * ur + j] = 0;
             }
 }
@@ -70,8 +71,8 @@ inline void add_stage(const decomposition& stages, std::size_t k, const alltoall
 /// The unbalanced plan of the validated matrix `m` whose GPU-level decomposition is `stages`
 /// (decompose_quantised of inter_server_blocks). A step per stage that sends anything.
 /// O(R^2 + stages R).
-inline void fill_unbalanced_plan(const traffic_matrix& m, const topology& topo, const decomposition& stages,
-                                 plan& out, unbalanced_workspace& ws) {
+inline void fill_unbalanced_plan(const traffic_matrix& m, const topology& topo, const decomposition& stages, plan& out,
+                                 unbalanced_workspace& ws) {
     const auto ur = static_cast<std::size_t>(topo.ranks());
     const alltoallv_layout l = make_packed_layout(m);
     out = plan{};

@@ -11,7 +11,9 @@
 namespace fast_torch {
 namespace {
 
-std::string str(std::int64_t v) { return std::to_string(v); }
+std::string str(std::int64_t v) {
+    return std::to_string(v);
+}
 
 // "" if the executor can read or write `t` as raw bytes, else why not.
 std::string check_tensor(const at::Tensor& t, const std::string& name) {
@@ -49,7 +51,8 @@ std::string split_counts(const std::vector<std::int64_t>& splits, const std::str
         std::fill(rows_to.begin(), rows_to.end(), rows / ranks);
     } else {
         if (splits.size() != ur)
-            return name + " has " + std::to_string(splits.size()) + " entries, expected " + str(ranks) + " (one per rank)";
+            return name + " has " + std::to_string(splits.size()) + " entries, expected " + str(ranks) +
+                   " (one per rank)";
         std::int64_t sum = 0;
         for (std::size_t j = 0; j < ur; ++j) {
             if (splits[j] < 0) return name + "[" + std::to_string(j) + "] = " + str(splits[j]) + " is negative";
@@ -73,7 +76,9 @@ std::string split_counts(const std::vector<std::int64_t>& splits, const std::str
 }
 
 // Elements of one row (one index along dim 0), also where dim 0 is empty.
-std::int64_t row_elements(const at::Tensor& t) { return c10::multiply_integers(t.sizes().begin() + 1, t.sizes().end()); }
+std::int64_t row_elements(const at::Tensor& t) {
+    return c10::multiply_integers(t.sizes().begin() + 1, t.sizes().end());
+}
 
 // Counts and displacements of one side of all_to_all from the tensors' own addresses.
 template <typename Pointer>
@@ -100,7 +105,8 @@ std::string make_single_exchange(const at::Tensor& output, const at::Tensor& inp
     if (input.defined()) out.device = input.device(); // also for an error: it picks the communicator
     for (const auto& [t, name] : {std::pair{&input, "the input"}, std::pair{&output, "the output"}}) {
         if (std::string e = check_tensor(*t, name); !e.empty()) return e;
-        if (t->dim() == 0) return std::string(name) + " is a scalar (0-d); all_to_all_single exchanges rows along dim 0";
+        if (t->dim() == 0)
+            return std::string(name) + " is a scalar (0-d); all_to_all_single exchanges rows along dim 0";
     }
     if (std::string e = check_like(output, "the output", input, "the input"); !e.empty()) return e;
     const std::int64_t in_row = row_elements(input), out_row = row_elements(output);
@@ -122,15 +128,17 @@ std::string make_single_exchange(const at::Tensor& output, const at::Tensor& inp
     return {};
 }
 
-std::string make_list_exchange(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
-                               int ranks, exchange& out) {
+std::string make_list_exchange(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs, int ranks,
+                               exchange& out) {
     const auto ur = static_cast<std::size_t>(ranks);
     if (!inputs.empty() && inputs[0].defined()) out.device = inputs[0].device();
-    for (const auto& [list, name] : {std::pair{&inputs, "input_tensor_list"}, std::pair{&outputs, "output_tensor_list"}})
+    for (const auto& [list, name] :
+         {std::pair{&inputs, "input_tensor_list"}, std::pair{&outputs, "output_tensor_list"}})
         if (list->size() != ur)
             return std::string(name) + " has " + std::to_string(list->size()) + " tensors, expected " + str(ranks) +
                    " (one per rank)";
-    for (const auto& [list, name] : {std::pair{&inputs, "input_tensor_list"}, std::pair{&outputs, "output_tensor_list"}})
+    for (const auto& [list, name] :
+         {std::pair{&inputs, "input_tensor_list"}, std::pair{&outputs, "output_tensor_list"}})
         for (std::size_t j = 0; j < ur; ++j) {
             const std::string what = std::string(name) + "[" + std::to_string(j) + "]";
             if (std::string e = check_tensor((*list)[j], what); !e.empty()) return e;

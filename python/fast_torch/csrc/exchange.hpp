@@ -31,8 +31,7 @@ struct exchange {
 /// (e.g. "input_split_sizes add up to 10 rows, the input has 12 (dim 0)"). O(ranks).
 [[nodiscard]] std::string make_single_exchange(const at::Tensor& output, const at::Tensor& input,
                                                const std::vector<std::int64_t>& output_splits,
-                                               const std::vector<std::int64_t>& input_splits, int ranks,
-                                               exchange& out);
+                                               const std::vector<std::int64_t>& input_splits, int ranks, exchange& out);
 
 /// all_to_all on tensor lists: inputs[j] goes to rank j, the tensor from rank i lands in
 /// outputs[i]. The tensors may lie anywhere in memory: displacements are taken from the lowest

@@ -48,7 +48,8 @@ c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Sto
     s.config.alpha_out_us = alpha_out_us;
     s.device_memory = parse_enum("device_memory", device_memory, {memory::cuda, memory::hip});
     try {
-        return c10::make_intrusive<fast_torch::process_group>(store, rank, size, s, fallback.value_or(c10::intrusive_ptr<c10d::ProcessGroup>()));
+        return c10::make_intrusive<fast_torch::process_group>(
+            store, rank, size, s, fallback.value_or(c10::intrusive_ptr<c10d::ProcessGroup>()));
     } catch (const c10::Error& e) {
         throw std::runtime_error(e.what_without_backtrace()); // one line, no C++ backtrace
     }

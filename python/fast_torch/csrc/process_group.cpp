@@ -50,25 +50,25 @@ process_group::~process_group() {
 }
 
 c10::intrusive_ptr<c10d::Work> process_group::alltoall_base(at::Tensor& output, at::Tensor& input,
-                                                             std::vector<std::int64_t>& output_split_sizes,
-                                                             std::vector<std::int64_t>& input_split_sizes,
-                                                             const c10d::AllToAllOptions& /* group timeout */) {
+                                                            std::vector<std::int64_t>& output_split_sizes,
+                                                            std::vector<std::int64_t>& input_split_sizes,
+                                                            const c10d::AllToAllOptions& /* group timeout */) {
     auto c = std::make_unique<call>();
     c->error = make_single_exchange(output, input, output_split_sizes, input_split_sizes, size_, c->x);
     return submit(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", {output}, {input}, std::move(c));
 }
 
 c10::intrusive_ptr<c10d::Work> process_group::alltoall(std::vector<at::Tensor>& output_tensors,
-                                                        std::vector<at::Tensor>& input_tensors,
-                                                        const c10d::AllToAllOptions& /* group timeout */) {
+                                                       std::vector<at::Tensor>& input_tensors,
+                                                       const c10d::AllToAllOptions& /* group timeout */) {
     auto c = std::make_unique<call>();
     c->error = make_list_exchange(output_tensors, input_tensors, size_, c->x);
     return submit(c10d::OpType::ALLTOALL, "all_to_all", output_tensors, input_tensors, std::move(c));
 }
 
 c10::intrusive_ptr<c10d::Work> process_group::submit(c10d::OpType type, const char* what,
-                                                      std::vector<at::Tensor> outputs, std::vector<at::Tensor> inputs,
-                                                      std::unique_ptr<call> c) {
+                                                     std::vector<at::Tensor> outputs, std::vector<at::Tensor> inputs,
+                                                     std::unique_ptr<call> c) {
     c10::Device& device = c->x.device;
     if (device.is_cuda() && c->error.empty()) {
         c->stream = c10::impl::VirtualGuardImpl(device.type()).getStream(device);
@@ -162,41 +162,41 @@ c10::intrusive_ptr<c10d::Work> process_group::allreduce(std::vector<at::Tensor>&
     return fallback("all_reduce").allreduce(t, o);
 }
 c10::intrusive_ptr<c10d::Work> process_group::allreduce_coalesced(std::vector<at::Tensor>& t,
-                                                                   const c10d::AllreduceCoalescedOptions& o) {
+                                                                  const c10d::AllreduceCoalescedOptions& o) {
     return fallback("all_reduce_coalesced").allreduce_coalesced(t, o);
 }
 c10::intrusive_ptr<c10d::Work> process_group::reduce(std::vector<at::Tensor>& t, const c10d::ReduceOptions& o) {
     return fallback("reduce").reduce(t, o);
 }
 c10::intrusive_ptr<c10d::Work> process_group::allgather(std::vector<std::vector<at::Tensor>>& out,
-                                                         std::vector<at::Tensor>& in, const c10d::AllgatherOptions& o) {
+                                                        std::vector<at::Tensor>& in, const c10d::AllgatherOptions& o) {
     return fallback("all_gather").allgather(out, in, o);
 }
 c10::intrusive_ptr<c10d::Work> process_group::_allgather_base(at::Tensor& out, at::Tensor& in,
-                                                               const c10d::AllgatherOptions& o) {
+                                                              const c10d::AllgatherOptions& o) {
     return fallback("_all_gather_base")._allgather_base(out, in, o);
 }
 c10::intrusive_ptr<c10d::Work> process_group::allgather_coalesced(std::vector<std::vector<at::Tensor>>& out,
-                                                                   std::vector<at::Tensor>& in,
-                                                                   const c10d::AllgatherOptions& o) {
+                                                                  std::vector<at::Tensor>& in,
+                                                                  const c10d::AllgatherOptions& o) {
     return fallback("all_gather_coalesced").allgather_coalesced(out, in, o);
 }
 c10::intrusive_ptr<c10d::Work> process_group::gather(std::vector<std::vector<at::Tensor>>& out,
-                                                      std::vector<at::Tensor>& in, const c10d::GatherOptions& o) {
+                                                     std::vector<at::Tensor>& in, const c10d::GatherOptions& o) {
     return fallback("gather").gather(out, in, o);
 }
 c10::intrusive_ptr<c10d::Work> process_group::scatter(std::vector<at::Tensor>& out,
-                                                       std::vector<std::vector<at::Tensor>>& in,
-                                                       const c10d::ScatterOptions& o) {
+                                                      std::vector<std::vector<at::Tensor>>& in,
+                                                      const c10d::ScatterOptions& o) {
     return fallback("scatter").scatter(out, in, o);
 }
 c10::intrusive_ptr<c10d::Work> process_group::reduce_scatter(std::vector<at::Tensor>& out,
-                                                              std::vector<std::vector<at::Tensor>>& in,
-                                                              const c10d::ReduceScatterOptions& o) {
+                                                             std::vector<std::vector<at::Tensor>>& in,
+                                                             const c10d::ReduceScatterOptions& o) {
     return fallback("reduce_scatter").reduce_scatter(out, in, o);
 }
 c10::intrusive_ptr<c10d::Work> process_group::_reduce_scatter_base(at::Tensor& out, at::Tensor& in,
-                                                                    const c10d::ReduceScatterOptions& o) {
+                                                                   const c10d::ReduceScatterOptions& o) {
     return fallback("_reduce_scatter_base")._reduce_scatter_base(out, in, o);
 }
 c10::intrusive_ptr<c10d::Work> process_group::send(std::vector<at::Tensor>& t, int dst, int tag) {
@@ -214,7 +214,9 @@ c10::intrusive_ptr<c10d::Work> process_group::barrier(const c10d::BarrierOptions
 void process_group::monitoredBarrier(const c10d::BarrierOptions& o, bool wait_all_ranks) {
     fallback("monitored_barrier").monitoredBarrier(o, wait_all_ranks);
 }
-void process_group::setSequenceNumberForGroup() { fallback("sequence numbers").setSequenceNumberForGroup(); }
+void process_group::setSequenceNumberForGroup() {
+    fallback("sequence numbers").setSequenceNumberForGroup();
+}
 uint64_t process_group::getSequenceNumberForGroup() {
     return fallback("sequence numbers").getSequenceNumberForGroup();
 }

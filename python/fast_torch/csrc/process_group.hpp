@@ -48,12 +48,12 @@ public:
     const std::string getBackendName() const override { return "fast"; }
 
     c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
-                                                  std::vector<std::int64_t>& output_split_sizes,
-                                                  std::vector<std::int64_t>& input_split_sizes,
-                                                  const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
+                                                 std::vector<std::int64_t>& output_split_sizes,
+                                                 std::vector<std::int64_t>& input_split_sizes,
+                                                 const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
     c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& output_tensors,
-                                             std::vector<at::Tensor>& input_tensors,
-                                             const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
+                                            std::vector<at::Tensor>& input_tensors,
+                                            const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
 
     /// The host communicator's counters and server grouping (runs on the worker thread, after
     /// the calls already queued).
@@ -68,24 +68,24 @@ public:
     c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& t, const c10d::BroadcastOptions& o) override;
     c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& t, const c10d::AllreduceOptions& o) override;
     c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& t,
-                                                        const c10d::AllreduceCoalescedOptions& o) override;
+                                                       const c10d::AllreduceCoalescedOptions& o) override;
     c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& t, const c10d::ReduceOptions& o) override;
     c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& out, std::vector<at::Tensor>& in,
-                                              const c10d::AllgatherOptions& o) override;
+                                             const c10d::AllgatherOptions& o) override;
     c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& out, at::Tensor& in,
-                                                    const c10d::AllgatherOptions& o) override;
+                                                   const c10d::AllgatherOptions& o) override;
     c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& out,
-                                                        std::vector<at::Tensor>& in,
-                                                        const c10d::AllgatherOptions& o) override;
+                                                       std::vector<at::Tensor>& in,
+                                                       const c10d::AllgatherOptions& o) override;
     c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& out, std::vector<at::Tensor>& in,
-                                           const c10d::GatherOptions& o) override;
+                                          const c10d::GatherOptions& o) override;
     c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& out, std::vector<std::vector<at::Tensor>>& in,
-                                            const c10d::ScatterOptions& o) override;
+                                           const c10d::ScatterOptions& o) override;
     c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& out,
-                                                   std::vector<std::vector<at::Tensor>>& in,
-                                                   const c10d::ReduceScatterOptions& o) override;
+                                                  std::vector<std::vector<at::Tensor>>& in,
+                                                  const c10d::ReduceScatterOptions& o) override;
     c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& out, at::Tensor& in,
-                                                         const c10d::ReduceScatterOptions& o) override;
+                                                        const c10d::ReduceScatterOptions& o) override;
     c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& t, int dst, int tag) override;
     c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& t, int src, int tag) override;
     c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& t, int tag) override;
@@ -97,7 +97,7 @@ public:
 private:
     struct call;
     c10::intrusive_ptr<c10d::Work> submit(c10d::OpType type, const char* what, std::vector<at::Tensor> outputs,
-                                           std::vector<at::Tensor> inputs, std::unique_ptr<call> c);
+                                          std::vector<at::Tensor> inputs, std::unique_ptr<call> c);
     std::string run(call& c);
     fast::exec::communicator* communicator_for(const c10::Device& device, std::string& error);
     c10d::ProcessGroup& fallback(const char* op);
@@ -110,7 +110,7 @@ private:
     std::string device_error_;        // why device_ could not be created (then every device call fails)
     std::mutex submit_mutex_;         // call numbers in queue order
     std::uint64_t calls_ = 0;
-    std::unique_ptr<worker> worker_;  // last: stopped (and drained) before the communicators go
+    std::unique_ptr<worker> worker_; // last: stopped (and drained) before the communicators go
 };
 
 } // namespace fast_torch

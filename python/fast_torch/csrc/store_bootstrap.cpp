@@ -34,8 +34,7 @@ std::string missing_ranks(c10d::Store& store, const std::vector<std::string>& ke
         bool present = false;
         try {
             present = store.check({keys[r]});
-        } catch (const std::exception&) {
-        }
+        } catch (const std::exception&) {}
         if (!present) out += (out.empty() ? "" : ", ") + std::to_string(r);
     }
     return out;
@@ -49,7 +48,8 @@ status store_allgather(store_state& s, const void* send, void* recv, std::size_t
     try {
         s.store->set(keys[static_cast<std::size_t>(s.rank)], std::vector<std::uint8_t>(in, in + bytes));
     } catch (const std::exception& e) {
-        return status(errc::bootstrap, "rank " + std::to_string(s.rank) + " cannot write the c10d store: " + text_of(e));
+        return status(errc::bootstrap,
+                      "rank " + std::to_string(s.rank) + " cannot write the c10d store: " + text_of(e));
     }
     try {
         s.store->wait(keys, s.timeout);
@@ -69,9 +69,9 @@ status store_allgather(store_state& s, const void* send, void* recv, std::size_t
                                                " of the c10d store: " + text_of(e));
         }
         if (value.size() != bytes)
-            return status(errc::bootstrap, "key " + keys[r] + " of the c10d store holds " + std::to_string(value.size()) +
-                                               " bytes, expected " + std::to_string(bytes) +
-                                               " (another group uses the same store prefix?)");
+            return status(errc::bootstrap, "key " + keys[r] + " of the c10d store holds " +
+                                               std::to_string(value.size()) + " bytes, expected " +
+                                               std::to_string(bytes) + " (another group uses the same store prefix?)");
         if (bytes > 0) std::memcpy(out + r * bytes, value.data(), bytes);
     }
     return {};

@@ -6,10 +6,7 @@ namespace fast_torch {
 
 work::work(int rank, c10d::OpType type, std::string what, std::uint64_t call, std::vector<at::Tensor> outputs,
            std::vector<at::Tensor> inputs)
-    : c10d::Work(rank, type),
-      what_(std::move(what)),
-      call_(call),
-      outputs_(std::move(outputs)),
+    : c10d::Work(rank, type), what_(std::move(what)), call_(call), outputs_(std::move(outputs)),
       inputs_(std::move(inputs)),
       future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
 

@@ -36,12 +36,13 @@ struct bootstrap {
 
 /// Counters of one rank's communicator.
 struct statistics {
-    std::uint64_t operations = 0;    ///< alltoallv calls and persistent starts that ran to the end
-    std::uint64_t failures = 0;      ///< calls and starts that returned an error
-    std::uint64_t plans_made = 0;    ///< times the planner ran (a new traffic matrix)
-    std::uint64_t plans_reused = 0;  ///< calls whose matrix equalled the previous one
-    std::size_t last_plan_steps = 0; ///< steps of the most recent plan, as its schedule numbers them (alike on every rank)
-    std::size_t scratch_bytes = 0;   ///< this rank's scratch allocation
+    std::uint64_t operations = 0;   ///< alltoallv calls and persistent starts that ran to the end
+    std::uint64_t failures = 0;     ///< calls and starts that returned an error
+    std::uint64_t plans_made = 0;   ///< times the planner ran (a new traffic matrix)
+    std::uint64_t plans_reused = 0; ///< calls whose matrix equalled the previous one
+    std::size_t last_plan_steps =
+        0; ///< steps of the most recent plan, as its schedule numbers them (alike on every rank)
+    std::size_t scratch_bytes = 0; ///< this rank's scratch allocation
 };
 
 namespace detail {
@@ -118,19 +119,16 @@ public:
     /// each other or any send block. Every span has size() entries. Collective; returns when this
     /// rank's part is complete. Counts are checked against each other on all ranks first, so a
     /// mismatch gives every rank the same error instead of a hang.
-    status alltoallv(const void* send, std::span<const std::size_t> sendcounts,
-                     std::span<const std::size_t> sdispls, void* recv,
-                     std::span<const std::size_t> recvcounts,
+    status alltoallv(const void* send, std::span<const std::size_t> sendcounts, std::span<const std::size_t> sdispls,
+                     void* recv, std::span<const std::size_t> recvcounts,
                      std::span<const std::size_t> rdispls) noexcept;
 
     /// Prepares a persistent alltoallv with these arguments (collective; the same checks as
     /// alltoallv). The buffers must stay valid while the request lives; the count and
     /// displacement arrays are copied.
     status alltoallv_init(const void* send, std::span<const std::size_t> sendcounts,
-                          std::span<const std::size_t> sdispls, void* recv,
-                          std::span<const std::size_t> recvcounts,
-                          std::span<const std::size_t> rdispls,
-                          alltoallv_request& request) noexcept;
+                          std::span<const std::size_t> sdispls, void* recv, std::span<const std::size_t> recvcounts,
+                          std::span<const std::size_t> rdispls, alltoallv_request& request) noexcept;
 
     [[nodiscard]] statistics stats() const noexcept;
 

@@ -71,10 +71,10 @@ enum class memory {
 /// network's real figures: an emulated cluster with 100 Mbit/s NICs plans differently from a
 /// 400G one. Must be positive and finite (latencies non-negative) and equal on every rank.
 struct fabric {
-    double scale_up_gbps = 450.0;  ///< per GPU, GB/s
-    double scale_out_gbps = 50.0;  ///< per GPU (its NIC), GB/s
-    double alpha_up_us = 3.0;      ///< per step
-    double alpha_out_us = 10.0;    ///< per step
+    double scale_up_gbps = 450.0; ///< per GPU, GB/s
+    double scale_out_gbps = 50.0; ///< per GPU (its NIC), GB/s
+    double alpha_up_us = 3.0;     ///< per step
+    double alpha_out_us = 10.0;   ///< per step
 
     friend bool operator==(const fabric&, const fabric&) = default;
 };

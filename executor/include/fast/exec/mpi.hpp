@@ -114,7 +114,8 @@ inline status make_mpi_bootstrap(MPI_Comm comm, std::chrono::milliseconds timeou
         MPI_Finalized(&finalized);
         if (!initialized || finalized) return status(errc::bootstrap, "MPI is not initialised (or already finalised)");
         if (timeout.count() <= 0)
-            return status(errc::invalid_argument, "config.timeout must be positive, got " + std::to_string(timeout.count()) + " ms");
+            return status(errc::invalid_argument,
+                          "config.timeout must be positive, got " + std::to_string(timeout.count()) + " ms");
         auto state = std::make_unique<detail::mpi_bootstrap_state>();
         state->timeout = timeout;
         MPI_Request request = MPI_REQUEST_NULL;
@@ -131,7 +132,8 @@ inline status make_mpi_bootstrap(MPI_Comm comm, std::chrono::milliseconds timeou
         }
         std::shared_ptr<detail::mpi_bootstrap_state> shared(std::move(state));
         rc = MPI_Comm_set_errhandler(shared->comm, MPI_ERRORS_RETURN);
-        if (rc != MPI_SUCCESS) return status(errc::bootstrap, "MPI_Comm_set_errhandler failed: " + detail::mpi_error_text(rc));
+        if (rc != MPI_SUCCESS)
+            return status(errc::bootstrap, "MPI_Comm_set_errhandler failed: " + detail::mpi_error_text(rc));
         MPI_Comm_rank(shared->comm, &out.rank);
         MPI_Comm_size(shared->comm, &out.size);
         out.allgather = [state = std::move(shared)](const void* send, void* recv, std::size_t bytes) {
