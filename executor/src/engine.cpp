@@ -58,20 +58,7 @@ status operation::post_step() noexcept {
         const std::size_t first = prog_->step_offsets[step_];
         const std::size_t n = prog_->step_offsets[step_ + 1] - first;
         ops_in_step_ = n;
-        credit_out_peer_.clear();
-        credit_in_peer_.clear();
-        if (credits_) {
-            for (std::size_t k = 0; k < n; ++k) {
-                const op& o = prog_->ops[first + k];
-                if (!paced(o)) continue;
-                if (o.kind == op_kind::recv) credit_out_peer_.push_back(o.peer);
-                if (o.kind == op_kind::send) credit_in_peer_.push_back(o.peer);
-            }
-            for (std::vector<int>* v : {&credit_out_peer_, &credit_in_peer_}) {
-                std::sort(v->begin(), v->end());
-                v->erase(std::unique(v->begin(), v->end()), v->end());
-            }
-        }
+        find_credit_peers(first, n);
         credit_out_.assign(credit_out_peer_.size(), prog_->ops[first].step);
         credit_in_.assign(credit_in_peer_.size(), 0);
         credit_taken_.assign(credit_in_peer_.size(), 0);
@@ -91,69 +78,94 @@ status operation::post_step() noexcept {
             op_slot& s = block_.slots[k];
             s.block = &block_;
             if (o.kind == op_kind::copy) {
-                // Segment lists of both sides may be cut differently: copy the overlaps.
-                std::size_t i = 0, j = 0, si = 0, dj = 0;
-                std::string error;
-                while (i < o.count && j < o.dst_count) {
-                    const ucp_dt_iov_t& src = iov_[o.first + i];
-                    const ucp_dt_iov_t& dst = iov_[o.dst_first + j];
-                    const std::size_t len = std::min(src.length - si, dst.length - dj);
-                    if (!mem_.copy(static_cast<char*>(dst.buffer) + dj, static_cast<const char*>(src.buffer) + si, len,
-                                   error))
-                        return fail(errc::transport, "local copy failed: " + error);
-                    si += len;
-                    dj += len;
-                    if (si == src.length) {
-                        ++i;
-                        si = 0;
-                    }
-                    if (dj == dst.length) {
-                        ++j;
-                        dj = 0;
-                    }
-                }
-                copies_pending_ = true;
-                s.done = true;
-                s.status = UCS_OK;
-                s.length = o.bytes;
+                if (status st = copy_local(o, s); !st.ok()) return st;
                 if (trace_ != nullptr) post_ns_[k] = clock_ns(); // device copies end with the step
                 continue;
             }
             if (o.kind == op_kind::send && paced(o)) continue; // posted when the credit is in
             if (status st = post_message(o, s); !st.ok()) return st;
         }
-        // Credits: receives for the peers' credits first (one may be waiting already), then ours.
-        for (std::size_t k = 0; k < credit_in_peer_.size(); ++k) {
-            op_slot& s = block_.slots[n + credit_out_peer_.size() + k];
-            s.block = &block_;
-            const ucs_status_t st = worker_.recv(&credit_in_[k], sizeof(std::uint64_t), false,
-                                                 make_control_tag(control::credit, seq_, credit_in_peer_[k]), s, true);
-            if (st == UCS_INPROGRESS) ++expected_;
-            else if (st != UCS_OK)
-                return fail(errc::transport, "receiving the credit of rank " + std::to_string(credit_in_peer_[k]) +
-                                                 " failed: " + ucx_error(st));
-        }
-        for (std::size_t k = 0; k < credit_out_peer_.size(); ++k) {
-            op_slot& s = block_.slots[n + k];
-            s.block = &block_;
-            const int peer = credit_out_peer_[k];
-            const ucs_status_t st = worker_.send(peer, &credit_out_[k], sizeof(std::uint64_t), false,
-                                                 make_control_tag(control::credit, seq_, rank_), s, true);
-            if (st == UCS_INPROGRESS) {
-                ++expected_;
-            } else if (st != UCS_OK) {
-                if (worker_.peer(peer).error != UCS_OK)
-                    return fail(errc::peer_failure, "rank " + std::to_string(peer) + " failed (" +
-                                                        ucx_error(worker_.peer(peer).error) +
-                                                        "); sending its credit impossible");
-                return fail(errc::transport,
-                            "sending the credit to rank " + std::to_string(peer) + " failed: " + ucx_error(st));
-            }
-        }
+        if (status st = post_credits(n); !st.ok()) return st;
         return take_credits();
     } catch (...) {
         return fail(errc::out_of_memory, "out of host memory posting a step");
     }
+}
+
+void operation::find_credit_peers(std::size_t first, std::size_t n) {
+    credit_out_peer_.clear();
+    credit_in_peer_.clear();
+    if (!credits_) return;
+    for (std::size_t k = 0; k < n; ++k) {
+        const op& o = prog_->ops[first + k];
+        if (!paced(o)) continue;
+        if (o.kind == op_kind::recv) credit_out_peer_.push_back(o.peer);
+        if (o.kind == op_kind::send) credit_in_peer_.push_back(o.peer);
+    }
+    for (std::vector<int>* v : {&credit_out_peer_, &credit_in_peer_}) {
+        std::sort(v->begin(), v->end());
+        v->erase(std::unique(v->begin(), v->end()), v->end());
+    }
+}
+
+status operation::copy_local(const op& o, op_slot& s) noexcept {
+    // Segment lists of both sides may be cut differently: copy the overlaps.
+    std::size_t i = 0, j = 0, si = 0, dj = 0;
+    std::string error;
+    while (i < o.count && j < o.dst_count) {
+        const ucp_dt_iov_t& src = iov_[o.first + i];
+        const ucp_dt_iov_t& dst = iov_[o.dst_first + j];
+        const std::size_t len = std::min(src.length - si, dst.length - dj);
+        if (!mem_.copy(static_cast<char*>(dst.buffer) + dj, static_cast<const char*>(src.buffer) + si, len, error))
+            return fail(errc::transport, "local copy failed: " + error);
+        si += len;
+        dj += len;
+        if (si == src.length) {
+            ++i;
+            si = 0;
+        }
+        if (dj == dst.length) {
+            ++j;
+            dj = 0;
+        }
+    }
+    copies_pending_ = true;
+    s.done = true;
+    s.status = UCS_OK;
+    s.length = o.bytes;
+    return {};
+}
+
+// Receives for the peers' credits first (one may be waiting already), then ours.
+status operation::post_credits(std::size_t n) noexcept {
+    for (std::size_t k = 0; k < credit_in_peer_.size(); ++k) {
+        op_slot& s = block_.slots[n + credit_out_peer_.size() + k];
+        s.block = &block_;
+        const ucs_status_t st = worker_.recv(&credit_in_[k], sizeof(std::uint64_t), false,
+                                             make_control_tag(control::credit, seq_, credit_in_peer_[k]), s, true);
+        if (st == UCS_INPROGRESS) ++expected_;
+        else if (st != UCS_OK)
+            return fail(errc::transport, "receiving the credit of rank " + std::to_string(credit_in_peer_[k]) +
+                                             " failed: " + ucx_error(st));
+    }
+    for (std::size_t k = 0; k < credit_out_peer_.size(); ++k) {
+        op_slot& s = block_.slots[n + k];
+        s.block = &block_;
+        const int peer = credit_out_peer_[k];
+        const ucs_status_t st = worker_.send(peer, &credit_out_[k], sizeof(std::uint64_t), false,
+                                             make_control_tag(control::credit, seq_, rank_), s, true);
+        if (st == UCS_INPROGRESS) {
+            ++expected_;
+        } else if (st != UCS_OK) {
+            if (worker_.peer(peer).error != UCS_OK)
+                return fail(errc::peer_failure, "rank " + std::to_string(peer) + " failed (" +
+                                                    ucx_error(worker_.peer(peer).error) +
+                                                    "); sending its credit impossible");
+            return fail(errc::transport,
+                        "sending the credit to rank " + std::to_string(peer) + " failed: " + ucx_error(st));
+        }
+    }
+    return {};
 }
 
 status operation::post_message(const op& o, op_slot& s) noexcept {

@@ -60,6 +60,9 @@ private:
     enum class phase { idle, steps, flush, done };
 
     status post_step() noexcept;
+    void find_credit_peers(std::size_t first, std::size_t n); // may throw bad_alloc (post_step catches)
+    status copy_local(const op& o, op_slot& s) noexcept;
+    status post_credits(std::size_t n) noexcept;
     status post_message(const op& o, op_slot& s) noexcept;
     status take_credits() noexcept;
     [[nodiscard]] const op* op_of(std::size_t slot) const noexcept;
