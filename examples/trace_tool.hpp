@@ -271,7 +271,8 @@ inline int run_trace(const trace_options& o) {
         panels.push_back({"predicted (cost model)", &p, fast::simulate(p, true)});
         panels.push_back({"measured (trace)", &p, measured(ranks, c), true});
         timeline_options to;
-        to.title = "fast-plan trace: call " + std::to_string(pick) + " of " + o.prefix;
+        to.title = "fast-plan trace: call " + std::to_string(pick) + " of " +
+                   std::filesystem::path(o.prefix).filename().string(); // no local paths in figures
         char sub[256];
         std::snprintf(sub, sizeof sub,
                       "%d servers x %d GPUs; scale-up %g GB/s, scale-out %g GB/s, alpha %g/%g us; "
