@@ -25,6 +25,8 @@ passed for you) with one MPI rank per GPU:
     does not bind source addresses, so ranks sharing a namespace could not be steered);
   - NICs shaped in both directions with tbf (the NIC's root qdisc: uplink; its bridge port's
     root qdisc: downlink, where incast queues build), one flat bridge as the scale-out switch;
+    TCP without slow start after idle (net.ipv4.tcp_slow_start_after_idle=0, as on datacenter
+    hosts);
   - per server its own boot_id (bind-mounted in a private mount namespace) and host name, and an
     Open MPI daemon (launched through a small rsh agent), so that UCX and Open MPI use shared
     memory inside a server only.
@@ -169,6 +171,9 @@ for ((s = 0; s < servers; s++)); do
     # routing cannot steer ranks that share a namespace onto their own NICs: each GPU gets one.
     gns=$ns-g$g
     add_ns "$gns"
+    # A step-wise schedule leaves a connection idle between its steps; Linux would restart each
+    # such connection from a slow-start window, which datacenter hosts turn off.
+    ip netns exec "$gns" sysctl -qw net.ipv4.tcp_slow_start_after_idle=0
     rank=$((s * gpus + g))
     port=p${s}n$g
     ip -n "$switch" link add "$port" type veth peer name "nic$g" netns "$gns"
