@@ -79,14 +79,7 @@ int pick_rank(const fast::traffic_matrix& m, int which, std::uint64_t seed) {
     const int r = static_cast<int>(m.rows());
     if (which == 0) return 0;
     if (which == 2) return static_cast<int>(fast::detail::rng(seed * 7919 + 1).below(static_cast<std::uint64_t>(r)));
-    const auto sent = fast::send_totals(m);
-    const auto received = fast::recv_totals(m);
-    int busiest = 0;
-    for (int k = 1; k < r; ++k)
-        if (sent[static_cast<std::size_t>(k)] + received[static_cast<std::size_t>(k)] >
-            sent[static_cast<std::size_t>(busiest)] + received[static_cast<std::size_t>(busiest)])
-            busiest = k;
-    return busiest;
+    return fast::busiest_rank(m);
 }
 
 // The whole plan's counters (what the timed planning is worth).

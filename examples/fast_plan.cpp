@@ -184,13 +184,7 @@ std::pair<fast::plan, double> timed_plan(fast::planner& p, const fast::traffic_m
 std::pair<double, bool> timed_ranks(fast::planner& p, const fast::traffic_matrix& m, const fast::plan& whole,
                                     int repeat, std::uint64_t seed) {
     const int r = static_cast<int>(m.rows());
-    const auto sent = fast::send_totals(m);
-    const auto received = fast::recv_totals(m);
-    int busiest = 0;
-    for (int k = 1; k < r; ++k)
-        if (sent[static_cast<std::size_t>(k)] + received[static_cast<std::size_t>(k)] >
-            sent[static_cast<std::size_t>(busiest)] + received[static_cast<std::size_t>(busiest)])
-            busiest = k;
+    const int busiest = fast::busiest_rank(m);
     fast::detail::rng gen(seed);
     const int drawn = static_cast<int>(gen.below(static_cast<std::uint64_t>(r)));
     double slowest = 0;

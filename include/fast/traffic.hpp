@@ -139,6 +139,17 @@ template <class Derived>
     return out;
 }
 
+/// The rank that sends and receives the most bytes (the first of equals): the rank whose
+/// program is usually the longest, which benchmarks time beside rank 0.
+[[nodiscard]] inline int busiest_rank(const traffic_matrix& m) {
+    const auto sent = send_totals(m);
+    const auto received = recv_totals(m);
+    std::size_t busiest = 0;
+    for (std::size_t k = 1; k < sent.size(); ++k)
+        if (sent[k] + received[k] > sent[busiest] + received[busiest]) busiest = k;
+    return static_cast<int>(busiest);
+}
+
 /// The S x S server matrix: entry (s, d) is the sum of tile (s, d); the diagonal is the traffic
 /// that stays inside a server. O(R^2).
 [[nodiscard]] inline traffic_matrix server_matrix(const traffic_matrix& m, const topology& topo) {

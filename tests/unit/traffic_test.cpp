@@ -63,6 +63,12 @@ TEST_CASE("tiles, totals and server aggregates") {
     CHECK(t01(1, 1) == 8);
     CHECK(send_totals(m) == std::vector<std::int64_t>{10, 26, 42, 58});
     CHECK(recv_totals(m) == std::vector<std::int64_t>{28, 32, 36, 40});
+    CHECK(busiest_rank(m) == 3); // 58 + 40
+    traffic_matrix hot_receiver = traffic_matrix::Zero(4, 4);
+    hot_receiver(0, 1) = 5;
+    hot_receiver(2, 1) = 5;
+    hot_receiver(3, 2) = 4;
+    CHECK(busiest_rank(hot_receiver) == 1); // receives 10; rank 2 moves 5 + 4
     const traffic_matrix sm = server_matrix(m, t);
     CHECK(sm(0, 0) == 14);
     CHECK(sm(0, 1) == 22);
