@@ -1,5 +1,6 @@
 // The real Megatron-LM MoE traces (registered only when shared/workloads has them).
 #include "../support.hpp"
+#include "rank_program_check.hpp"
 
 #include <fast/matrix_io.hpp>
 #include <fast/planner.hpp>
@@ -48,5 +49,18 @@ TEST_CASE("all 600 real Megatron matrices: every plan verifies; FAST stays near 
         CHECK(p95 <= (pr == preset::h200 ? 1.06 : 1.03));
         CHECK(ratios.back() <= (pr == preset::h200 ? 1.10 : 1.04));
         CHECK(direct_sum / 600 > 2.0); // direct pays for the skew
+    }
+}
+
+TEST_CASE("every 25th real Megatron matrix: every rank's program is the verified whole plan restricted to it") {
+    const char* path = std::getenv("FAST_MEGATRON");
+    REQUIRE(path != nullptr);
+    const auto all = read_matrices_file(path, 32, 8192);
+    REQUIRE(all.size() == 600);
+    const topology t = make_topology(4, 8);
+    planner p(t); // reused across matrices, as a rank reuses it across layer calls
+    for (std::size_t k = 0; k < all.size(); k += 25) {
+        INFO("matrix " << k);
+        fast::test::check_rank_programs(p, all[k]);
     }
 }
