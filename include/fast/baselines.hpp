@@ -14,7 +14,6 @@
 #include "plan.hpp"
 #include "rank_program.hpp"
 #include "traffic.hpp"
-#include "traffic_summary.hpp"
 
 namespace fast {
 
@@ -59,49 +58,39 @@ inline void fill_direct_plan(const traffic_matrix& m, const topology& topo, plan
     if (!out.transfers.empty()) out.end_step();
 }
 
-/// Rank `me`'s program of the direct plan of `m` (its blocks in the plan's row-major order:
-/// those it receives from lower ranks, its own row, those it receives from higher ranks), with
-/// both ends' packed offsets from the summary `sum` and the tiles of its server. O(R G).
-inline void fill_direct_program(const traffic_matrix& m, const traffic_summary& sum, const topology& topo, int me,
-                                rank_program& out) {
-    const int g = topo.gpus_per_server;
-    const int x = topo.server_of(me);
+/// Rank `me`'s program of the direct plan (its blocks in the plan's row-major order: those it
+/// receives from lower ranks, its own row, those it receives from higher ranks) from its own
+/// row (`row[j * row_stride]`: what it sends rank j) and column (`col[i * col_stride]`: what
+/// rank i sends it); its offsets packed, the other ends' 0 (rank_program). O(R).
+inline void fill_direct_program(const std::int64_t* row, std::size_t row_stride, const std::int64_t* col,
+                                std::size_t col_stride, const topology& topo, int me, rank_program& out) {
     out.rank = me;
     out.topology = topo;
     out.steps = 1;
     out.scratch_bytes = 0;
     out.one_to_one_scale_out = false;
     out.transfers.clear();
-    auto block = [&](int i, int j, std::int64_t src_offset, std::int64_t dst_offset) {
-        const transfer t{
-            m(i, j),      src_offset,  dst_offset, i, j, topo.same_server(i, j) ? tier::scale_up : tier::scale_out,
-            buffer::send, buffer::recv};
-        out.transfers.push_back({t, 0, 0});
+    auto block = [&](int i, int j, std::int64_t n, std::int64_t src_offset, std::int64_t dst_offset) {
+        const tier t = topo.same_server(i, j) ? tier::scale_up : tier::scale_out;
+        out.transfers.push_back({transfer{n, src_offset, dst_offset, i, j, t, buffer::send, buffer::recv}, 0, 0});
     };
-    // Block (i, me): at i's send offset for me, at my receive offset for i.
     std::int64_t received = 0;
     auto receive = [&](int i) {
-        const std::int64_t n = m(i, me);
+        const std::int64_t n = col[static_cast<std::size_t>(i) * col_stride];
         if (n == 0) return;
-        std::int64_t at = sum.sent_before[sum.index(topo.server_of(i), x, topo.local_of(i))];
-        for (int b = x * g; b < me; ++b) at += m(i, b);
-        block(i, me, at, received);
+        block(i, me, n, 0, received);
         received += n;
     };
     for (int i = 0; i < me; ++i) receive(i);
     std::int64_t sent = 0;
     for (int j = 0; j < topo.ranks(); ++j) {
-        const std::int64_t n = m(me, j);
+        const std::int64_t n = row[static_cast<std::size_t>(j) * row_stride];
         if (n == 0) continue;
         if (j == me) {
-            block(me, me, sent, received);
+            block(me, me, n, sent, received);
             received += n;
         } else {
-            // My block at j: after what j receives from servers before mine and from the GPUs
-            // of my server before me.
-            std::int64_t at = sum.received_before[sum.index(x, topo.server_of(j), topo.local_of(j))];
-            for (int a = x * g; a < me; ++a) at += m(a, j);
-            block(me, j, sent, at);
+            block(me, j, n, sent, 0);
         }
         sent += n;
     }

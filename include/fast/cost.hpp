@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "counts.hpp"
 #include "plan.hpp"
 #include "traffic.hpp"
 
@@ -154,27 +155,32 @@ inline constexpr std::size_t ports_per_rank = 4;
 /// where out_s / in_s are server s's inter-server send / receive bytes (no plan can do better:
 /// the server's G NICs must carry them). When there is no inter-server traffic, or the scale-up
 /// fabric is the bottleneck, the bound is alpha_up + the busiest GPU's intra-server bytes / B_up
-/// instead (the larger of the two). O(R^2).
-[[nodiscard]] inline double lower_bound_us(const traffic_matrix& m, const topology& topo) {
-    const server_load load = inter_server_load(m, topo);
+/// instead (the larger of the two). From the shared counts (counts.hpp), alike on every rank:
+/// O(S^2 + R).
+[[nodiscard]] inline double lower_bound_us(const shared_counts& c, const topology& topo) {
+    const auto us = static_cast<std::size_t>(topo.servers);
     std::int64_t busiest = 0;
-    for (int s = 0; s < topo.servers; ++s)
-        busiest = std::max({busiest, load.send[static_cast<std::size_t>(s)], load.recv[static_cast<std::size_t>(s)]});
+    for (std::size_t s = 0; s < us; ++s) {
+        std::int64_t send = 0;
+        std::int64_t recv = 0;
+        for (std::size_t d = 0; d < us; ++d) {
+            send += c.pair[s * us + d];
+            recv += c.pair[d * us + s];
+        }
+        busiest = std::max({busiest, send, recv});
+    }
     double bound = 0;
     if (busiest > 0)
         bound = topo.alpha_out_us + detail::transfer_us(busiest, topo.scale_out_gbps * topo.gpus_per_server);
-    std::vector<std::int64_t> up_send(static_cast<std::size_t>(m.rows()), 0);
-    std::vector<std::int64_t> up_recv(static_cast<std::size_t>(m.rows()), 0);
-    for (Eigen::Index i = 0; i < m.rows(); ++i)
-        for (Eigen::Index j = 0; j < m.cols(); ++j)
-            if (topo.same_server(static_cast<int>(i), static_cast<int>(j))) {
-                up_send[static_cast<std::size_t>(i)] += m(i, j);
-                up_recv[static_cast<std::size_t>(j)] += m(i, j);
-            }
     std::int64_t up = 0;
-    for (std::size_t k = 0; k < up_send.size(); ++k) up = std::max({up, up_send[k], up_recv[k]});
+    for (const gpu_totals& g : c.gpus) up = std::max({up, g.up_sent, g.up_received});
     if (up > 0) bound = std::max(bound, topo.alpha_up_us + detail::transfer_us(up, topo.scale_up_gbps));
     return bound;
+}
+
+/// The same from the matrix. O(R^2).
+[[nodiscard]] inline double lower_bound_us(const traffic_matrix& m, const topology& topo) {
+    return lower_bound_us(make_shared_counts(m, topo), topo);
 }
 
 } // namespace fast

@@ -66,6 +66,22 @@ enum class policy { rail_packed, bottleneck, exact };
     throw invalid_argument("unknown policy '" + std::string(name) + "' (expected rail-packed, bottleneck or exact)");
 }
 
+/// How much schedule search rail packing spends (plan_options::effort).
+enum class effort {
+    sized, ///< quanta tried while each is expected to save more than it costs (tuning::candidate_gain)
+    full,  ///< every quantum of quantum_choices and quantum_refinements, whatever the exchange
+};
+
+[[nodiscard]] inline std::string_view to_string(effort e) noexcept {
+    return e == effort::sized ? "sized" : "full";
+}
+
+[[nodiscard]] inline effort parse_effort(std::string_view name) {
+    if (name == "sized") return effort::sized;
+    if (name == "full") return effort::full;
+    throw invalid_argument("unknown effort '" + std::string(name) + "' (expected sized or full)");
+}
+
 /// Order of the stages of the exact policy.
 enum class stage_order {
     automatic,  ///< whichever of the two the cost model predicts faster
@@ -90,8 +106,14 @@ struct plan_options {
     /// costs about half of it per line, while a line needs far fewer stages than exact BvN.
     double quantum_fraction = detail::tuning::quantum_fraction;
     /// Rail-packed policy without a fixed `quantum`: the quanta tried, quantum_fraction times 1,
-    /// 2, ..., quantum_choices; the schedule predicted fastest is kept (docs/algorithm.md).
+    /// 2, ..., quantum_choices; the schedule predicted fastest is kept (docs/algorithm.md). With
+    /// sized effort, only as many as the exchange pays for.
     int quantum_choices = detail::tuning::quantum_choices;
+    /// Sized: the quanta tried (choices, then refinements) stop where one more is not expected to
+    /// save its planning time (a 300 us exchange gets one, a 5 ms one at 4 x 8 all of them);
+    /// full: all. The budget is counted in work from the cluster's shape and the exchange's
+    /// lower bound, so every rank plans the same schedule.
+    fast::effort effort = effort::sized;
     /// Rail-packed policy without a fixed `quantum`: after the integer factors, the best factor
     /// f is refined this many times, trying f -/+ 1/2, then -/+ 1/4 around the best so far, ...
     /// (never below 1); each try is one more schedule (no transfers).

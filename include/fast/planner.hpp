@@ -36,6 +36,7 @@
 
 #include "baselines.hpp"
 #include "cost.hpp"
+#include "counts.hpp"
 #include "decomposition.hpp"
 #include "detail/balancing.hpp"
 #include "detail/bvn_decomposition.hpp"
@@ -73,11 +74,13 @@ public:
     /// until the next call.
     const plan& make(const traffic_matrix& m) {
         focus_ = -1;
+        work_us_ = 0;
         last_scheduler_ = options_.scheduler; // automatic: make_fast says which it chose
         switch (options_.scheduler) {
         case scheduler::direct:
             validate_traffic(m, topo_);
             detail::fill_direct_plan(m, topo_, plan_, received_at_);
+            work_us_ = direct_planning_us();
             break;
         case scheduler::spreadout: plan_ = make_spreadout_plan(m, topo_); break;
         case scheduler::fast_unbalanced:
@@ -86,41 +89,58 @@ public:
             break;
         case scheduler::automatic:
         case scheduler::fast:
-            summarize(m, topo_, summary_);
-            make_fast(m);
+            use_matrix(m);
+            make_fast();
             break;
         }
         return plan_;
     }
 
     /// Rank `rank`'s part of make(m) (rank_program.hpp): the same transfers in the same order,
-    /// sizes and offsets as the whole plan has for it, except that other ranks' scratch offsets
-    /// read 0, stepped in the schedule's numbering (0 .. last scale-out step + 1, alike on every
-    /// rank; the whole plan leaves out the steps nobody has transfers in). The FAST schedule is
-    /// computed whole (every rank computes the same one); then only the tiles with an end in
-    /// the rank's server are balanced and walked, placing that server's scale-up moves and
-    /// keeping the rank's transfers. Cost: the summary (O(R^2) here, one pass over m), the
-    /// schedule, and O(S G^2 + the server's pieces) for the rank; a direct program O(R G).
-    /// Spreadout, FAST without balancing and the exact policy with an automatic order (chosen by
-    /// predicting whole plans) build the whole plan and restrict it. The reference stays valid
-    /// until the next call.
+    /// sizes and own offsets as the whole plan has for it (other ranks' offsets read 0), stepped
+    /// in the schedule's numbering (0 .. last scale-out step + 1, alike on every rank; the whole
+    /// plan leaves out the steps nobody has transfers in). The FAST schedule is computed whole
+    /// (every rank computes the same one); then only the tiles with an end in the rank's server
+    /// are balanced and walked, placing that server's scale-up moves and keeping the rank's
+    /// transfers. Cost: one pass over m (its shared counts), the schedule, and O(S G^2 + the
+    /// server's pieces) for the rank. Spreadout, FAST without balancing and the exact policy with
+    /// an automatic order (chosen by predicting whole plans) build the whole plan and restrict
+    /// it. The reference stays valid until the next call.
     const rank_program& make_rank(const traffic_matrix& m, int rank) {
-        if (rank < 0 || rank >= topo_.ranks())
-            throw invalid_argument("rank " + std::to_string(rank) + " is not in 0 .. " +
-                                   std::to_string(topo_.ranks() - 1));
-        const bool whole = options_.scheduler == scheduler::spreadout ||
-                           options_.scheduler == scheduler::fast_unbalanced ||
-                           (options_.scheduler != scheduler::direct && options_.policy == policy::exact &&
-                            options_.order == stage_order::automatic);
-        if (whole) {
+        check_rank(rank);
+        if (needs_whole_plan()) {
             rank_ = restrict_to_rank(make(m), rank);
             return rank_;
         }
-        summarize(m, topo_, summary_);
-        focus_ = rank;
-        if (options_.scheduler == scheduler::direct) make_direct(m);
-        else make_fast(m);
-        focus_ = -1;
+        if (options_.scheduler != scheduler::direct && options_.policy != policy::rail_packed) {
+            // The paper's layouts balance every pair up front: their shares come from the summary.
+            use_matrix(m);
+            focus_ = rank;
+            make_fast();
+            focus_ = -1;
+            return rank_;
+        }
+        validate_traffic(m, topo_);
+        fill_shared_counts(m, topo_, own_shared_, own_, part_);
+        fill_server_counts(m, topo_, topo_.server_of(rank), own_);
+        plan_rank(own_shared_, own_, rank);
+        return rank_;
+    }
+
+    /// Rank `rank`'s part of the plan of the call whose shared counts are `all` and whose
+    /// server's rows and columns are `own` (counts.hpp): what a runtime computes on each rank
+    /// after agreeing on the counts, without the matrix; equal to make_rank(m, rank). Plans the
+    /// rail-packed policy and direct (the other policies and schedulers need the matrix: throws
+    /// fast::invalid_argument). Cost: O(S^2 + R G) for the counts, the schedule, and the rank's
+    /// own part; a direct program O(R).
+    const rank_program& make_rank(const shared_counts& all, const server_counts& own, int rank) {
+        check_rank(rank);
+        if (needs_whole_plan() || (options_.scheduler != scheduler::direct && options_.policy != policy::rail_packed))
+            throw invalid_argument("make_rank from counts plans the rail-packed policy and direct; scheduler '" +
+                                   std::string(to_string(options_.scheduler)) + "' with policy '" +
+                                   std::string(to_string(options_.policy)) + "' needs the traffic matrix");
+        validate_counts(all, own, rank);
+        plan_rank(all, own, rank);
         return rank_;
     }
 
@@ -129,12 +149,13 @@ public:
     /// scale-out step, the longest slot of the step, in step order. For benchmarks and for
     /// runtimes that want the shape of a call. The span stays valid until the next call.
     std::span<const std::int64_t> make_schedule(const traffic_matrix& m) {
-        summarize(m, topo_, summary_);
+        work_us_ = 0;
+        use_matrix(m);
         schedule_only_ = true;
         const plan_options saved = options_;
         if (options_.policy == policy::exact) options_.order = stage_order::ascending; // no whole plans to predict
         try {
-            make_fast(m);
+            make_fast();
         } catch (...) {
             schedule_only_ = false;
             options_ = saved;
@@ -150,31 +171,154 @@ public:
     /// the scheduler of the options.
     [[nodiscard]] fast::scheduler last_scheduler() const noexcept { return last_scheduler_; }
 
+    /// What the last make or make_rank cost one rank in the planning cost model (tuning.hpp):
+    /// the candidates it decomposed, the rest of the schedule, the rank's own part (or direct's
+    /// program), in microseconds of one core. Counted, not measured: the same on every machine
+    /// and rank, the figure the automatic scheduler and sized effort weigh against the exchange.
+    /// Rail packing and direct only (0 for the other policies and schedulers).
+    [[nodiscard]] double planning_work_us() const noexcept { return work_us_; }
+
 private:
+    // --- The call's inputs ----------------------------------------------------------------------
+
+    void check_rank(int rank) const {
+        if (rank < 0 || rank >= topo_.ranks())
+            throw invalid_argument("rank " + std::to_string(rank) + " is not in 0 .. " +
+                                   std::to_string(topo_.ranks() - 1));
+    }
+
+    [[nodiscard]] bool needs_whole_plan() const noexcept {
+        return options_.scheduler == scheduler::spreadout || options_.scheduler == scheduler::fast_unbalanced ||
+               (options_.scheduler != scheduler::direct && options_.policy == policy::exact &&
+                options_.order == stage_order::automatic);
+    }
+
+    // Plans from the matrix: its summary (validating it), the shared counts from the summary.
+    void use_matrix(const traffic_matrix& m) {
+        summarize(m, topo_, summary_);
+        fill_shared_counts(summary_, topo_, own_shared_);
+        m_ = &m;
+        counts_ = &own_shared_;
+        own_counts_ = nullptr;
+    }
+
+    void validate_counts(const shared_counts& all, const server_counts& own, int rank) const {
+        const auto us = static_cast<std::size_t>(topo_.servers);
+        const auto r = static_cast<std::size_t>(topo_.ranks());
+        const std::size_t detail =
+            wants_rail_detail(topo_) ? us * us * static_cast<std::size_t>(topo_.gpus_per_server) : 0;
+        if (all.servers != topo_.servers || all.gpus_per_server != topo_.gpus_per_server ||
+            all.pair.size() != us * us || all.gpus.size() != r || all.rail_sent.size() != detail ||
+            all.rail_received.size() != detail)
+            throw invalid_argument("shared counts for " + std::to_string(all.servers) + " x " +
+                                   std::to_string(all.gpus_per_server) + " (or of the wrong sizes) on a " +
+                                   std::to_string(topo_.servers) + " x " + std::to_string(topo_.gpus_per_server) +
+                                   " topology");
+        validate_server_counts(own, topo_);
+        if (own.server != topo_.server_of(rank))
+            throw invalid_argument("server counts of server " + std::to_string(own.server) + " for rank " +
+                                   std::to_string(rank) + ", which is on server " +
+                                   std::to_string(topo_.server_of(rank)));
+    }
+
+    // One rank's program from counts: direct from its row and column, FAST from the shared
+    // counts' schedule and its server's tiles.
+    void plan_rank(const shared_counts& all, const server_counts& own, int rank) {
+        work_us_ = 0;
+        m_ = nullptr;
+        counts_ = &all;
+        own_counts_ = &own;
+        focus_ = rank;
+        last_scheduler_ = options_.scheduler;
+        if (options_.scheduler == scheduler::direct) make_direct();
+        else make_fast();
+        focus_ = -1;
+    }
+
+    // The packed offsets of the focus server's GPUs, from its rows and columns: where GPU a's
+    // blocks for server d start in its send buffer, GPU b's from server s in its receive buffer.
+    void own_bases() {
+        const auto us = static_cast<std::size_t>(topo_.servers);
+        const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
+        const auto r = us * ug;
+        own_send_base_.resize(us * ug);
+        own_recv_base_.resize(us * ug);
+        for (std::size_t a = 0; a < ug; ++a) {
+            std::int64_t at = 0;
+            for (std::size_t d = 0; d < us; ++d) {
+                own_send_base_[d * ug + a] = at;
+                for (std::size_t b = 0; b < ug; ++b) at += own_counts_->rows[a * r + d * ug + b];
+            }
+        }
+        for (std::size_t b = 0; b < ug; ++b) {
+            std::int64_t at = 0;
+            for (std::size_t s = 0; s < us; ++s) {
+                own_recv_base_[s * ug + b] = at;
+                for (std::size_t a = 0; a < ug; ++a) at += own_counts_->cols[(s * ug + a) * ug + b];
+            }
+        }
+    }
+
+    // Tile (s, d): block (a, b) at tile[a * stride + b], from the matrix or the focus server's
+    // rows (s is it) or columns (d is it).
+    [[nodiscard]] std::pair<const std::int64_t*, std::size_t> tile_of(int s, int d) const noexcept {
+        const auto g = static_cast<std::size_t>(topo_.gpus_per_server);
+        const auto r = static_cast<std::size_t>(topo_.ranks());
+        if (m_ != nullptr)
+            return {m_->data() + static_cast<std::size_t>(s) * g * r + static_cast<std::size_t>(d) * g, r};
+        if (s == own_counts_->server) return {own_counts_->rows.data() + static_cast<std::size_t>(d) * g, r};
+        return {own_counts_->cols.data() + static_cast<std::size_t>(s) * g * g, g};
+    }
+
+    // The packed offsets of tile (s, d)'s rows and columns (load_tile): from the summary, or
+    // the focus server's own with the other server's read as 0 (a rank's program has no other
+    // rank's offsets).
+    void tile_bases(int s, int d) {
+        const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
+        send_base_.assign(ug, 0);
+        recv_base_.assign(ug, 0);
+        for (std::size_t k = 0; k < ug; ++k) {
+            if (m_ != nullptr) {
+                send_base_[k] = summary_.sent_before[summary_.index(s, d, static_cast<int>(k))];
+                recv_base_[k] = summary_.received_before[summary_.index(s, d, static_cast<int>(k))];
+                continue;
+            }
+            if (s == own_counts_->server) send_base_[k] = own_send_base_[static_cast<std::size_t>(d) * ug + k];
+            if (d == own_counts_->server) recv_base_[k] = own_recv_base_[static_cast<std::size_t>(s) * ug + k];
+        }
+    }
+
     // --- FAST: the pipeline --------------------------------------------------------------------
 
-    void make_fast(const traffic_matrix& m) {
+    void make_fast() {
         last_scheduler_ = scheduler::fast;
         switch (options_.policy) {
-        case policy::exact: make_exact(m); break;
-        case policy::bottleneck: make_bottleneck(m); break;
-        case policy::rail_packed: make_rail_packed(m); break;
+        case policy::exact: make_exact(); break;
+        case policy::bottleneck: make_bottleneck(); break;
+        case policy::rail_packed: make_rail_packed(); break;
         }
         if (focus_ < 0 && last_scheduler_ == scheduler::fast) plan_.scheduler = "fast";
     }
 
     // The default policy: the server-level matrix decomposed at the best of several quanta,
     // its stages packed into steps of G equal slots, shaped and given rails; each rail carries
-    // what its slots hold for each pair.
-    void make_rail_packed(const traffic_matrix& m) {
-        detail::summarize_servers(summary_, detail::rail_shares::skip, servers_);
+    // what its slots hold for each pair. Only the shared counts decide the schedule.
+    void make_rail_packed() {
+        detail::servers_from_counts(*counts_, servers_);
+        if (!schedule_only_ && fast_not_expected_to_win()) {
+            make_direct();
+            return;
+        }
+        rail_bytes_.reset(*counts_);
+        work_us_ += schedule_rest_us();
         const rail_packing setup = rail_packing_setup();
         choose_stages(setup);
         schedule_rail_packed(setup);
-        slots_of_.build(schedule_);
-        capacity_.resize(servers_.pair.size() * static_cast<std::size_t>(topo_.gpus_per_server));
+        if (schedule_only_) return;
+        slots_of_.build(schedule_, focus_ < 0 ? -1 : topo_.server_of(focus_));
+        capacity_.resize(slots_of_.keys());
         for (std::size_t k = 0; k < capacity_.size(); ++k) capacity_[k] = slots_of_.bytes(k);
-        emit(m, detail::gather_timing::windowed, capacity_, detail::rail_preference::landing_first);
+        emit(detail::gather_timing::windowed, capacity_, capacity_by::stream, detail::rail_preference::landing_first);
     }
 
     // Rail packing's bounds for this call: the steps' limits (the edge, and max_step_share of
@@ -207,26 +351,39 @@ private:
     // alpha_out per step (the cost model's time without scale-up exposure, which the ramps keep
     // small), over quanta of 1 .. quantum_choices times the default, the best factor then
     // refined by halving steps around it (the cost is not smooth in the quantum: one tail stage
-    // more or less is a step), never below the default.
+    // more or less is a step), never below the default; with sized effort only as many
+    // candidates as candidate_budget allows, in that order.
     void choose_stages(const rail_packing& setup) {
         quantum_search best;
-        const int choices = options_.quantum > 0 ? 1 : options_.quantum_choices;
+        int budget = candidate_budget();
+        const int choices = options_.quantum > 0 ? 1 : std::min(options_.quantum_choices, budget);
         for (int factor = 1; factor <= choices; ++factor) try_quantum(setup, factor, best);
+        budget -= choices;
         const int refinements =
             options_.quantum > 0 || topo_.servers > options_.refine_max_servers ? 0 : options_.quantum_refinements;
         double radius = 1.0;
-        for (int k = 0; k < refinements; ++k) {
+        for (int k = 0; k < refinements && budget > 0; ++k) {
             radius /= 2;
             const double center = best.factor;
-            if (center - radius >= 1.0) try_quantum(setup, center - radius, best);
+            if (center - radius >= 1.0) {
+                try_quantum(setup, center - radius, best);
+                --budget;
+            }
+            if (budget == 0) break;
             try_quantum(setup, center + radius, best);
+            --budget;
         }
+        // The next call decomposes into stages_ first: as large as the kept one, so that a warm
+        // planner allocates nothing whatever number of candidates each call tries.
+        stages_.perms.reserve(best_stages_.perms.capacity());
+        stages_.weights.reserve(best_stages_.weights.capacity());
     }
 
     // Decomposes the server matrix at `factor` times the default quantum and costs its schedule
     // from the step lengths alone (shaping keeps their sum and only adds steps), giving up once
     // it costs as much as the best; a cheaper one goes to best_stages_.
     void try_quantum(const rail_packing& setup, double factor, quantum_search& best) {
+        work_us_ += candidate_us();
         const std::int64_t q = detail::saturate(static_cast<double>(setup.quantum) * factor);
         matrix_ = servers_.pair;
         detail::decompose_quantised(matrix_, topo_.servers, q, stages_, padding_);
@@ -258,7 +415,7 @@ private:
         detail::shape_steps(schedule_, setup.shape, shaping_ws_);
         detail::step_lengths(schedule_, step_bytes_);
         assign_rails(detail::rail_steps::first);
-        const detail::first_step_cover cover = detail::cover_of_first_step(schedule_, summary_.sent);
+        const detail::first_step_cover cover = detail::cover_of_first_step(schedule_, rail_bytes_);
         if (const std::int64_t cap = std::max(cover.own, setup.limits.min_step); cap < cover.length) {
             detail::shape_params capped = setup.shape;
             capped.first = cap;
@@ -272,26 +429,26 @@ private:
     }
 
     void assign_rails(detail::rail_steps which) {
-        detail::assign_rails(schedule_, step_bytes_, summary_.sent, summary_.received, rail_ws_, which);
+        detail::assign_rails(schedule_, step_bytes_, rail_bytes_, rail_ws_, which);
     }
 
     // The paper: exact BvN of the per-GPU server matrix, every stage on all rails in its own
     // step, balancing up front; the stage order the options say or the one predicted faster.
-    void make_exact(const traffic_matrix& m) {
+    void make_exact() {
         detail::summarize_servers(summary_, detail::rail_shares::compute, servers_);
         matrix_ = servers_.server;
         detail::decompose_padded(matrix_, topo_.servers, matching_rule::any, stages_, padding_);
         if (options_.order == stage_order::automatic) {
-            emit_exact(m, stage_order::ascending);
+            emit_exact(stage_order::ascending);
             const double ascending = predict_us(plan_);
-            emit_exact(m, stage_order::descending);
-            if (ascending < predict_us(plan_)) emit_exact(m, stage_order::ascending);
+            emit_exact(stage_order::descending);
+            if (ascending < predict_us(plan_)) emit_exact(stage_order::ascending);
         } else {
-            emit_exact(m, options_.order);
+            emit_exact(options_.order);
         }
     }
 
-    void emit_exact(const traffic_matrix& m, stage_order order) {
+    void emit_exact(stage_order order) {
         sequence_.resize(stages_.size());
         std::iota(sequence_.begin(), sequence_.end(), std::size_t{0});
         detail::stable_sort_by(sequence_, sort_keys_, [&](std::size_t k) {
@@ -299,14 +456,14 @@ private:
         });
         detail::build_uniform_rails(stages_, {sequence_, servers_.share, topo_.gpus_per_server, options_.chunks}, left_,
                                     schedule_);
-        slots_of_.build(schedule_);
+        slots_of_.build(schedule_, focus_ < 0 ? -1 : topo_.server_of(focus_));
         detail::step_lengths(schedule_, step_bytes_);
-        emit(m, detail::gather_timing::up_front, servers_.share, detail::rail_preference::own_first);
+        emit(detail::gather_timing::up_front, servers_.share, capacity_by::pair, detail::rail_preference::own_first);
     }
 
     // The paper's layout on the quantised bottleneck decomposition of the per-GPU server matrix
     // (largest stages first), with ramps and scale-up work in windows.
-    void make_bottleneck(const traffic_matrix& m) {
+    void make_bottleneck() {
         detail::summarize_servers(summary_, detail::rail_shares::compute, servers_);
         const auto us = static_cast<std::size_t>(topo_.servers);
         matrix_ = servers_.server;
@@ -317,25 +474,31 @@ private:
         detail::build_uniform_rails(stages_, {sequence_, servers_.share, topo_.gpus_per_server, 1}, left_, schedule_);
         detail::shape_steps(schedule_, {ramp_growth(options_.ramp), alpha_bytes(options_.min_step_alphas), 0, 0},
                             shaping_ws_);
-        slots_of_.build(schedule_);
+        slots_of_.build(schedule_, focus_ < 0 ? -1 : topo_.server_of(focus_));
         detail::step_lengths(schedule_, step_bytes_);
-        emit(m, detail::gather_timing::windowed, servers_.share, detail::rail_preference::own_first);
+        emit(detail::gather_timing::windowed, servers_.share, capacity_by::pair, detail::rail_preference::own_first);
     }
+
+    // How emit finds a (pair, rail)'s capacity: keyed like the stream slots (rail packing), or
+    // per (s * S + d) * G + rail (the balanced shares of the paper's layouts).
+    enum class capacity_by { stream, pair };
 
     // Turns the schedule into transfers: per server pair, assign the tile to rails with the
     // given capacities and walk each rail's stream over its slots (slots_of_ and step_bytes_,
     // built from the schedule by the caller); then the intra-server blocks. The whole plan, or
     // with a focus rank the tiles with an end in its server and the rank's program. With the
     // automatic scheduler, direct instead where it is predicted faster.
-    void emit(const traffic_matrix& m, detail::gather_timing timing, std::span<const std::int64_t> capacity,
+    void emit(detail::gather_timing timing, std::span<const std::int64_t> capacity, capacity_by keyed,
               detail::rail_preference preference) {
         if (schedule_only_) return;
         if (direct_wins()) {
-            make_direct(m);
+            make_direct();
             return;
         }
+        work_us_ += emission_us();
+        if (own_counts_ != nullptr) own_bases();
         const int servers = topo_.servers;
-        builder_.start(summary_, topo_, step_bytes_, schedule_.last_step,
+        builder_.start(counts_->gpus, topo_, step_bytes_, schedule_.last_step,
                        {timing, options_.window, focus_, options_.split_blocks});
         // Nothing hides a gather before the first scale-out step: a rail's bytes in it should be
         // its own GPU's (own-first rails start with them anyway).
@@ -345,10 +508,18 @@ private:
         const int only = focus_ < 0 ? -1 : topo_.server_of(focus_); // a focus rank: its server's tiles only
         for (int s = 0; s < servers; ++s)
             for (int d = 0; d < servers; ++d)
-                if (s != d && (only < 0 || s == only || d == only)) emit_pair(m, s, d, capacity, preference, heads);
+                if (s != d && (only < 0 || s == only || d == only)) {
+                    const std::size_t key = keyed == capacity_by::stream
+                                                ? slots_of_.key(static_cast<std::size_t>(s), d, 0)
+                                                : (static_cast<std::size_t>(s) * static_cast<std::size_t>(servers) +
+                                                   static_cast<std::size_t>(d)) *
+                                                      static_cast<std::size_t>(topo_.gpus_per_server);
+                    emit_pair(s, d, capacity.subspan(key, static_cast<std::size_t>(topo_.gpus_per_server)), preference,
+                              heads);
+                }
         for (int s = 0; s < servers; ++s)
             if (only < 0 || s == only) {
-                builder_.load_tile(s, s, tile_of(m, s, s), static_cast<std::size_t>(topo_.ranks()));
+                load_tile(s, s);
                 builder_.emit_intra_tile();
             }
         if (focus_ >= 0) {
@@ -360,59 +531,47 @@ private:
         builder_.finish(plan_);
     }
 
-    // Tile (s, d) of the row-major matrix m: block (a, b) at tile[a * R + b].
-    [[nodiscard]] const std::int64_t* tile_of(const traffic_matrix& m, int s, int d) const noexcept {
-        const auto g = static_cast<std::size_t>(topo_.gpus_per_server);
-        return m.data() + static_cast<std::size_t>(s) * g * static_cast<std::size_t>(topo_.ranks()) +
-               static_cast<std::size_t>(d) * g;
+    void load_tile(int s, int d) {
+        const auto [tile, stride] = tile_of(s, d);
+        tile_bases(s, d);
+        builder_.load_tile(s, d, tile, stride, send_base_, recv_base_);
     }
 
-    // Tile (s, d) balanced onto the rails (capacities from `capacity`; with `heads`, a rail
-    // first covers its first-step bytes with its own GPU's), each rail's stream walked over its
-    // slots.
-    void emit_pair(const traffic_matrix& m, int s, int d, std::span<const std::int64_t> capacity,
-                   detail::rail_preference preference, bool heads) {
+    // Tile (s, d) balanced onto the rails (capacities `capacity`, one per rail; with `heads`, a
+    // rail first covers its first-step bytes with its own GPU's), each rail's stream walked
+    // over its slots.
+    void emit_pair(int s, int d, std::span<const std::int64_t> capacity, detail::rail_preference preference,
+                   bool heads) {
         const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
-        const std::size_t pair =
-            (static_cast<std::size_t>(s) * static_cast<std::size_t>(topo_.servers) + static_cast<std::size_t>(d)) * ug;
-        builder_.load_tile(s, d, tile_of(m, s, d), static_cast<std::size_t>(topo_.ranks()));
+        const std::size_t key = slots_of_.key(static_cast<std::size_t>(s), d, 0);
+        load_tile(s, d);
         if (heads)
             for (std::size_t i = 0; i < ug; ++i) {
-                const auto slots = slots_of_.of(pair + i);
+                const auto slots = slots_of_.of(key + i);
                 head_[i] = !slots.empty() && slots.front().step == 1 ? slots.front().bytes : 0;
             }
-        detail::assign_tile({builder_.tile(), builder_.tile_stride(), topo_.gpus_per_server, capacity.subspan(pair, ug),
+        detail::assign_tile({builder_.tile(), builder_.tile_stride(), topo_.gpus_per_server, capacity,
                              builder_.destination_heat(), preference, head_},
                             tile_ws_);
         for (std::size_t rail = 0; rail < ug; ++rail)
-            builder_.emit_stream(static_cast<int>(rail), tile_ws_.stream(rail), slots_of_.of(pair + rail));
+            builder_.emit_stream(static_cast<int>(rail), tile_ws_.stream(rail), slots_of_.of(key + rail));
     }
 
     // --- Policies ------------------------------------------------------------------------------
 
-    // The cost model's time of the direct plan, from the summary: one step in which every port
-    // carries all its bytes at once, so the call ends with the busiest port. O(S^2 G).
+    // The cost model's time of the direct plan, from the shared counts: one step in which every
+    // port carries all its bytes at once, so the call ends with the busiest port. O(R).
     [[nodiscard]] double direct_us() const {
-        const auto us = static_cast<std::size_t>(topo_.servers);
-        const auto ug = static_cast<std::size_t>(topo_.gpus_per_server);
         double worst = 0;
         auto port = [&](std::int64_t bytes, double alpha, double gbps) {
             if (bytes > 0) worst = std::max(worst, alpha + detail::transfer_us(bytes, gbps));
         };
-        for (std::size_t s = 0; s < us; ++s)
-            for (std::size_t k = 0; k < ug; ++k) {
-                std::int64_t out = 0;
-                std::int64_t in = 0;
-                for (std::size_t d = 0; d < us; ++d) {
-                    if (d == s) continue;
-                    out += summary_.sent[(s * us + d) * ug + k];
-                    in += summary_.received[(d * us + s) * ug + k];
-                }
-                port(out, topo_.alpha_out_us, topo_.scale_out_gbps);
-                port(in, topo_.alpha_out_us, topo_.scale_out_gbps);
-                port(summary_.sent[(s * us + s) * ug + k], topo_.alpha_up_us, topo_.scale_up_gbps);
-                port(summary_.received[(s * us + s) * ug + k], topo_.alpha_up_us, topo_.scale_up_gbps);
-            }
+        for (const gpu_totals& x : counts_->gpus) {
+            port(x.out, topo_.alpha_out_us, topo_.scale_out_gbps);
+            port(x.in, topo_.alpha_out_us, topo_.scale_out_gbps);
+            port(x.up_sent, topo_.alpha_up_us, topo_.scale_up_gbps);
+            port(x.up_received, topo_.alpha_up_us, topo_.scale_up_gbps);
+        }
         return worst;
     }
 
@@ -427,13 +586,86 @@ private:
     }
 
     // With the automatic scheduler, once the schedule is known: whether direct is predicted at
-    // least as fast (then it is built instead of emitting the schedule). The schedule's time
-    // leaves out scale-up work its ramps do not hide (up to 9% of the plan's predicted time
-    // over the sizes and shapes of planner_test's sweep, most with few servers and many GPUs),
-    // so FAST must win by a margin that covers it.
+    // least as fast, its program included, as the schedule's time and the rank's own part (then
+    // it is built instead of emitting the schedule; the schedule's cost is spent either way). The
+    // schedule's time leaves out scale-up work its ramps do not hide (under 4% of the plan's time
+    // for nine in ten of planner_test's sizes and shapes, up to 13% with two servers), yet a
+    // margin for it measured worse: over that sweep (4 KiB - 1 GiB per GPU, 2 - 64 servers) a
+    // margin of 1.10 chose the slower of the two, end to end, by more than 1% in 66 of 288 cases,
+    // none in 59 of them without.
     [[nodiscard]] bool direct_wins() const {
         return options_.scheduler == scheduler::automatic &&
-               schedule_us() * detail::tuning::automatic_margin >= direct_us();
+               schedule_us() + emission_us() >= direct_us() + direct_planning_us();
+    }
+
+    // --- Planning effort, counted in work ---------------------------------------------------------
+
+    // The planning cost model (tuning.hpp): one candidate decomposition, the rest of the
+    // schedule with `candidates` of them, and one rank's part.
+    [[nodiscard]] double candidate_us() const noexcept {
+        const double s = topo_.servers;
+        return detail::tuning::candidate_us_per_pair * s * s;
+    }
+    [[nodiscard]] double schedule_rest_us() const noexcept {
+        const double s = topo_.servers;
+        return detail::tuning::schedule_us_per_pair * s * s;
+    }
+    [[nodiscard]] double emission_us() const noexcept {
+        const double s = topo_.servers;
+        const double g = topo_.gpus_per_server;
+        return detail::tuning::emission_us_per_block * s * g * g;
+    }
+    [[nodiscard]] double fast_planning_us(int candidates) const noexcept {
+        return candidates * candidate_us() + schedule_rest_us() + emission_us();
+    }
+    [[nodiscard]] double direct_planning_us() const noexcept {
+        return detail::tuning::direct_us_per_rank * topo_.ranks();
+    }
+
+    // How many quanta rail packing tries: all with full effort; with sized effort the first and
+    // then one more for every candidate_us that candidate_gain of the exchange's lower bound pays.
+    [[nodiscard]] int candidate_budget() const {
+        const int all = options_.quantum_choices + 2 * options_.quantum_refinements;
+        if (options_.effort == effort::full) return all;
+        const double extra = detail::tuning::candidate_gain * lower_bound_us(*counts_, topo_) / candidate_us();
+        return 1 + static_cast<int>(std::clamp(extra, 0.0, static_cast<double>(all - 1)));
+    }
+
+    // The automatic scheduler before it plans FAST: whether FAST is not expected to beat direct,
+    // with its planning. FAST's expected time: the busiest line's bytes on its G NICs, in the
+    // fewest steps that can carry them (a stage per server pair of the line with the most, G
+    // stages a step) shaped into ramps as shape_steps would, plus the balancing and
+    // redistribution alphas; against direct's predicted time and program. Needs servers_ from
+    // the counts. O(S^2 + R).
+    [[nodiscard]] bool fast_not_expected_to_win() {
+        if (options_.scheduler != scheduler::automatic) return false;
+        const auto us = static_cast<std::size_t>(topo_.servers);
+        const std::int64_t g = topo_.gpus_per_server;
+        std::int64_t line = 0;
+        std::int64_t pairs = 0;
+        for (std::size_t s = 0; s < us; ++s) {
+            std::int64_t row = 0;
+            std::int64_t col = 0;
+            std::int64_t row_pairs = 0;
+            std::int64_t col_pairs = 0;
+            for (std::size_t d = 0; d < us; ++d) {
+                row += counts_->pair[s * us + d];
+                col += counts_->pair[d * us + s];
+                row_pairs += counts_->pair[s * us + d] > 0;
+                col_pairs += counts_->pair[d * us + s] > 0;
+            }
+            line = std::max({line, row, col});
+            pairs = std::max({pairs, row_pairs, col_pairs});
+        }
+        if (line == 0) return true; // nothing crosses servers: FAST has no steps to win with
+        const std::int64_t nic = detail::ceil_div(line, g);
+        const std::int64_t core = (pairs + g - 1) / g;
+        lengths_.assign(static_cast<std::size_t>(core) + 1, detail::ceil_div(nic, core));
+        lengths_[0] = 0;
+        const std::int32_t steps = detail::count_shaped_steps(lengths_, rail_packing_setup().shape, shaping_ws_);
+        const double expected = (g > 1 ? 2 * topo_.alpha_up_us : 0.0) + steps * topo_.alpha_out_us +
+                                detail::transfer_us(nic, topo_.scale_out_gbps);
+        return expected + fast_planning_us(1) >= direct_us() + direct_planning_us();
     }
 
     // The ramp growth factor. A step of D bytes per NIC makes the busiest sending GPU of a
@@ -499,11 +731,23 @@ private:
 
     // --- Baselines ------------------------------------------------------------------------------
 
-    // The direct plan, or the focus rank's program of it.
-    void make_direct(const traffic_matrix& m) {
+    // The direct plan, or the focus rank's program of it (from its row and column).
+    void make_direct() {
         last_scheduler_ = scheduler::direct;
-        if (focus_ >= 0) detail::fill_direct_program(m, summary_, topo_, focus_, rank_);
-        else detail::fill_direct_plan(m, topo_, plan_, received_at_);
+        work_us_ += direct_planning_us();
+        const auto r = static_cast<std::size_t>(topo_.ranks());
+        const auto g = static_cast<std::size_t>(topo_.gpus_per_server);
+        if (focus_ < 0) {
+            detail::fill_direct_plan(*m_, topo_, plan_, received_at_);
+        } else if (m_ != nullptr) {
+            const std::int64_t* data = m_->data();
+            const auto me = static_cast<std::size_t>(focus_);
+            detail::fill_direct_program(data + me * r, 1, data + me, r, topo_, focus_, rank_);
+        } else {
+            const auto local = static_cast<std::size_t>(topo_.local_of(focus_));
+            detail::fill_direct_program(own_counts_->rows.data() + local * r, 1, own_counts_->cols.data() + local, g,
+                                        topo_, focus_, rank_);
+        }
     }
 
     // FAST without balancing: the quantised bottleneck stages of the GPU-level matrix. Its
@@ -521,7 +765,21 @@ private:
     fast::topology topo_;
     plan_options options_;
     plan plan_;
-    int focus_ = -1; // make_rank: the rank whose program is being emitted
+    // The call's inputs: the matrix (whole plans, and make_rank(m, rank) of the paper's layouts)
+    // or the focus server's counts; the shared counts either way.
+    const traffic_matrix* m_ = nullptr;
+    const shared_counts* counts_ = nullptr;
+    const server_counts* own_counts_ = nullptr;
+    shared_counts own_shared_; // from the matrix
+    server_counts own_;        // likewise
+    std::vector<std::int64_t> part_;
+    std::vector<std::int64_t> own_send_base_; // (d, a): GPU a of the focus server's offset for server d
+    std::vector<std::int64_t> own_recv_base_; // (s, b): GPU b's offset for server s
+    std::vector<std::int64_t> send_base_;     // per GPU: the loaded tile's offsets (tile_bases)
+    std::vector<std::int64_t> recv_base_;
+    detail::rail_bytes rail_bytes_;
+    int focus_ = -1;     // make_rank: the rank whose program is being emitted
+    double work_us_ = 0; // planning_work_us of this call so far
     fast::scheduler last_scheduler_ = scheduler::fast;
     bool schedule_only_ = false; // make_schedule: stop before the emission
     rank_program rank_;

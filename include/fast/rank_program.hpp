@@ -19,8 +19,8 @@
 namespace fast {
 
 struct rank_transfer {
-    /// The transfer as in the whole plan, except that an offset into another rank's scratch
-    /// reads 0 (that rank lays out its own scratch; each side posts its own buffer).
+    /// The transfer as in the whole plan, except that the other rank's offset reads 0 (each side
+    /// posts its own buffer, so a rank's program needs no other rank's layout).
     fast::transfer transfer;
     /// Its step. Steps are numbered alike on every rank (a rank takes part in some of them).
     std::uint32_t step = 0;
@@ -63,7 +63,7 @@ inline void number_pairs(rank_program& p, std::vector<std::uint32_t>& counts) {
 } // namespace detail
 
 /// Rank `rank`'s part of the whole plan `p`: its transfers in step order (the plan's step
-/// indices), with other ranks' scratch offsets read as 0. O(transfers + R).
+/// indices), with other ranks' offsets read as 0. O(transfers + R).
 [[nodiscard]] inline rank_program restrict_to_rank(const plan& p, int rank) {
     rank_program out;
     out.rank = rank;
@@ -76,8 +76,8 @@ inline void number_pairs(rank_program& p, std::vector<std::uint32_t>& counts) {
         for (const transfer& t : p.step(k)) {
             if (t.src != rank && t.dst != rank) continue;
             rank_transfer x{t, static_cast<std::uint32_t>(k), 0};
-            if (t.src != rank && t.src_buffer == buffer::scratch) x.transfer.src_offset = 0;
-            if (t.dst != rank && t.dst_buffer == buffer::scratch) x.transfer.dst_offset = 0;
+            if (t.src != rank) x.transfer.src_offset = 0;
+            if (t.dst != rank) x.transfer.dst_offset = 0;
             out.transfers.push_back(x);
         }
     std::vector<std::uint32_t> counts;

@@ -1,5 +1,6 @@
 #include "../support.hpp"
 
+#include <fast/agreement.hpp>
 #include <fast/matrix_io.hpp>
 #include <fast/planner.hpp>
 
@@ -184,11 +185,16 @@ TEST_CASE("last_scheduler names the scheduler the last plan used") {
     }
 }
 
-TEST_CASE("the default plan predicts no worse than direct, from 4 KiB to 1 GiB per GPU") {
+TEST_CASE("the default's end-to-end time is the better of fast's and direct's, from 4 KiB to 1 GiB per GPU") {
+    // End to end: the agreement, one rank's planning (the planning cost model, counted alike on
+    // every rank) and the predicted exchange. The automatic scheduler decides from an estimate
+    // before it plans FAST; where that lets it plan FAST's schedule and direct then wins, it has
+    // spent the schedule: that, and 1%, is all it may lose.
     int fast_chosen = 0;
     int cases = 0;
-    for (const auto& [servers, g] :
-         {std::pair{4, 8}, std::pair{8, 8}, std::pair{2, 4}, std::pair{16, 8}, std::pair{3, 2}})
+    int lost = 0; // cases that lost more than 1% (each within the schedule it spent)
+    for (const auto& [servers, g] : {std::pair{2, 4}, std::pair{3, 2}, std::pair{4, 8}, std::pair{8, 8},
+                                     std::pair{16, 8}, std::pair{32, 8}, std::pair{4, 4}, std::pair{8, 2}})
         for (int w = 0; w < 3; ++w)
             for (std::int64_t bytes = 4096; bytes <= (std::int64_t{1} << 30); bytes *= 4) {
                 const topology t = make_topology(servers, g);
@@ -196,18 +202,37 @@ TEST_CASE("the default plan predicts no worse than direct, from 4 KiB to 1 GiB p
                                          : w == 1 ? make_moe(t, moe_options{}, bytes, 1)
                                                   : make_uniform(t, bytes / t.ranks());
                 INFO(servers << " x " << g << ", workload " << w << ", " << bytes << " bytes per GPU");
-                planner p(t); // the default options: the automatic scheduler
-                const plan& chosen = p.make(m);
-                test::check_plan(chosen, m);
-                CHECK(chosen.scheduler == to_string(p.last_scheduler()));
-                const plan direct = make_direct_plan(m, t);
-                test::check_plan(direct, m);
-                CHECK(predict_us(chosen) <= 1.01 * predict_us(direct));
-                fast_chosen += chosen.scheduler == "fast";
+                const double agreement = plan_agreement(t).us;
+                auto end_to_end = [&](scheduler s, scheduler* chose = nullptr) {
+                    plan_options o;
+                    o.scheduler = s;
+                    planner p(t, o);
+                    const plan& made = p.make(m);
+                    test::check_plan(made, m);
+                    CHECK(made.scheduler == to_string(p.last_scheduler()));
+                    if (chose != nullptr) *chose = p.last_scheduler();
+                    return agreement + p.planning_work_us() + predict_us(made);
+                };
+                scheduler chose = scheduler::automatic;
+                const double automatic = end_to_end(scheduler::automatic, &chose);
+                const double fast = end_to_end(scheduler::fast);
+                const double direct = end_to_end(scheduler::direct);
+                const double best = std::min(fast, direct);
+                // What a schedule costs before the choice: every candidate sized effort tries and
+                // the rest of the schedule (fast's own planning less its emission).
+                plan_options o;
+                o.scheduler = scheduler::fast;
+                planner schedule_only(t, o);
+                (void)schedule_only.make_schedule(m);
+                const double spent = chose == scheduler::direct ? schedule_only.planning_work_us() : 0.0;
+                CHECK(automatic <= 1.01 * best + spent);
+                lost += automatic > 1.01 * best;
+                fast_chosen += chose == scheduler::fast;
                 ++cases;
             }
-    // Not direct everywhere: FAST wherever it wins by more than the margin.
-    CHECK(fast_chosen > cases / 4);
+    INFO(lost << " of " << cases << " cases lost more than 1% (within the schedule spent)");
+    CHECK(lost * 20 < cases);       // under 5% of the sweep
+    CHECK(fast_chosen > cases / 5); // FAST wherever it pays
     const topology t = make_topology(4, 8);
     const traffic_matrix m = make_zipf(t, 0.8, std::int64_t{256} << 20, 1);
     planner p(t);
@@ -599,7 +624,16 @@ TEST_CASE("assign_rails only relabels rails, and covers the most own bytes in th
         std::vector<std::int64_t> lengths;
         detail::step_lengths(before, lengths);
         detail::stage_schedule after = before;
-        detail::assign_rails(after, lengths, sent, received, ws);
+        shared_counts counts; // the exact sums (rail detail)
+        counts.servers = servers;
+        counts.gpus_per_server = g;
+        counts.pair.assign(us * us, 0);
+        counts.gpus.assign(us * ug, gpu_totals{});
+        counts.rail_sent = sent;
+        counts.rail_received = received;
+        detail::rail_bytes by_rail;
+        by_rail.reset(counts);
+        detail::assign_rails(after, lengths, by_rail, ws);
         INFO("round " << round << ", " << servers << " servers, G " << g);
         // The same slots, only their rails changed, still one slot per rail and step.
         REQUIRE(after.slots.size() == before.slots.size());

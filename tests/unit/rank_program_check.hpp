@@ -1,9 +1,11 @@
 #pragma once
 // The check every per-rank test shares: each rank's program from make_rank equals the verified
-// whole plan restricted to the rank.
+// whole plan restricted to the rank, and so does the program planned from the rank's counts
+// alone (counts.hpp), where the options allow it.
 
 #include "../support.hpp"
 
+#include <fast/counts.hpp>
 #include <fast/planner.hpp>
 #include <fast/rank_program.hpp>
 
@@ -14,14 +16,26 @@ namespace fast::test {
 /// Verifies p.make(m), then checks for every rank r that p.make_rank(m, r) has the whole plan's
 /// transfers of r in the same order, sizes, offsets and pair indices, and r's scratch size; and
 /// that one increasing map from the programs' steps to the plan's steps fits every rank (the
-/// programs number steps alike; the whole plan leaves out steps nobody has transfers in).
+/// programs number steps alike; the whole plan leaves out steps nobody has transfers in). Where
+/// the options plan from counts (rail packing, direct), make_rank(shared, own, r) must give the
+/// same program as make_rank(m, r).
 inline void check_rank_programs(planner& p, const traffic_matrix& m) {
     const plan whole = p.make(m);
     check_plan(whole, m);
+    const plan_options& o = p.options();
+    const bool from_counts =
+        o.scheduler == scheduler::direct ||
+        ((o.scheduler == scheduler::fast || o.scheduler == scheduler::automatic) && o.policy == policy::rail_packed);
+    const shared_counts all = make_shared_counts(m, whole.topology);
     std::vector<std::int64_t> plan_step_of; // per program step: the plan's step, or -1
     for (int r = 0; r < whole.topology.ranks(); ++r) {
         INFO("rank " << r);
         const rank_program want = restrict_to_rank(whole, r);
+        if (from_counts) {
+            const rank_program by_counts =
+                p.make_rank(all, make_server_counts(m, whole.topology, whole.topology.server_of(r)), r);
+            CHECK(by_counts == p.make_rank(m, r));
+        }
         const rank_program& got = p.make_rank(m, r);
         REQUIRE(got.rank == r);
         CHECK(got.topology == whole.topology);

@@ -32,7 +32,7 @@
 // whole plan; those of the other end's server are not (they never share a port with this
 // server). Merges are decided as in the whole plan: within a slot nothing else goes into its
 // steps, and elsewhere a transfer extends only the last transfer its step has seen. Regions of
-// ranks outside the server get ids of their own (never laid out: other ranks' scratch offsets
+// ranks outside the server get ids of their own (never laid out: other ranks' offsets
 // read 0 in a rank's program).
 
 #include <algorithm>
@@ -40,11 +40,11 @@
 #include <span>
 #include <vector>
 
+#include "../counts.hpp"
 #include "../error.hpp"
 #include "../piece.hpp"
 #include "../plan.hpp"
 #include "../rank_program.hpp"
-#include "../traffic_summary.hpp"
 #include "assert.hpp"
 #include "balancing.hpp"
 #include "checked.hpp"
@@ -101,12 +101,12 @@ class plan_builder {
 public:
     /// Starts a plan with steps 0 .. last_step + 1 (step 0 and the step after the last
     /// scale-out step carry only scale-up work). `step_bytes[k]` is the length of scale-out step
-    /// k in bytes (k = 1 .. last_step), the room scale-up work may fill at B_up / B_out.
-    void start(const traffic_summary& sum, const topology& topo, std::span<const std::int64_t> step_bytes,
+    /// k in bytes (k = 1 .. last_step), the room scale-up work may fill at B_up / B_out; `gpus`
+    /// are every rank's totals (shared_counts), whose receives rank the destinations by heat.
+    void start(std::span<const gpu_totals> gpus, const topology& topo, std::span<const std::int64_t> step_bytes,
                std::int32_t last_step, const emission_options& options) {
         FAST_ASSERT(options.window >= 1 && options.window <= tuning::max_window,
                     "the window was validated with the options");
-        sum_ = &sum;
         topo_ = topo;
         gpus_ = topo.gpus_per_server;
         timing_ = options.timing;
@@ -117,7 +117,7 @@ public:
         split_blocks_ = options.split_blocks;
         const auto r = static_cast<std::size_t>(topo.ranks());
         const auto ug = static_cast<std::size_t>(gpus_);
-        rank_heat(sum);
+        rank_heat(gpus);
         steps_ = static_cast<std::size_t>(last_step) + 2;
         if (buckets_.size() < steps_) buckets_.resize(steps_);
         for (std::size_t k = 0; k < steps_; ++k) buckets_[k].clear();
@@ -138,14 +138,17 @@ public:
     }
 
     /// Copies tile (s, d) (block (a, b) at tile[a * stride + b]; its rows are far apart in a
-    /// matrix) and computes the packed displacements of every block from the summary.
-    void load_tile(int s, int d, const std::int64_t* tile, std::size_t stride) {
+    /// matrix) and computes the packed displacements of every block: origin GPU a's blocks for
+    /// d start at send_base[a] in its send buffer, final GPU b's blocks from s at recv_base[b] in
+    /// its receive buffer.
+    void load_tile(int s, int d, const std::int64_t* tile, std::size_t stride, std::span<const std::int64_t> send_base,
+                   std::span<const std::int64_t> recv_base) {
         source_ = s;
         destination_ = d;
         const auto ug = static_cast<std::size_t>(gpus_);
         std::int64_t* own = tile_.data();
         for (std::size_t a = 0; a < ug; ++a) {
-            std::int64_t at = sum_->sent_before[sum_->index(s, d, static_cast<int>(a))];
+            std::int64_t at = send_base[a];
             for (std::size_t b = 0; b < ug; ++b) {
                 const std::int64_t n = tile[a * stride + b];
                 own[a * ug + b] = n;
@@ -154,7 +157,7 @@ public:
             }
         }
         for (std::size_t b = 0; b < ug; ++b) {
-            std::int64_t at = sum_->received_before[sum_->index(s, d, static_cast<int>(b))];
+            std::int64_t at = recv_base[b];
             for (std::size_t a = 0; a < ug; ++a) {
                 recv_at_[a * ug + b] = at;
                 at += own[a * ug + b];
@@ -214,7 +217,7 @@ public:
 
     /// The focus rank's program: its transfers step by step (steps numbered 0 .. last_step + 1
     /// whether or not the whole plan has transfers in them), its scratch laid out, other ranks'
-    /// scratch offsets 0, pairs numbered. `counts`: number_pairs' workspace.
+    /// offsets 0, pairs numbered. `counts`: number_pairs' workspace.
     void finish(rank_program& out, std::vector<std::uint32_t>& counts) {
         const std::span<const std::uint32_t> own = scratch_.lay_out_rank(regions_, focus_);
         out.rank = focus_;
@@ -237,13 +240,12 @@ public:
     }
 
 private:
-    // Heat: what each rank receives in all (the summary's column sums), ranked per server.
-    void rank_heat(const traffic_summary& sum) {
+    // Heat: what each rank receives in all, ranked per server.
+    void rank_heat(std::span<const gpu_totals> gpus) {
         const auto r = static_cast<std::size_t>(topo_.ranks());
         const auto ug = static_cast<std::size_t>(gpus_);
         heat_.resize(r);
-        const std::size_t last_row = static_cast<std::size_t>(topo_.servers - 1) * r;
-        for (std::size_t j = 0; j < r; ++j) heat_[j] = sum.received_before[last_row + j] + sum.received[last_row + j];
+        for (std::size_t j = 0; j < r; ++j) heat_[j] = gpus[j].in + gpus[j].up_received;
         heat_rank_.resize(r);
         for (std::size_t at = 0; at < r; at += ug)
             descending_ranks(std::span<const std::int64_t>(heat_.data() + at, ug),
@@ -549,10 +551,10 @@ private:
     }
 
     // Resolves one end of a kept transfer in the focus rank's program: its own scratch offsets
-    // get their region's base, another rank's read 0.
+    // get their region's base, another rank's offsets read 0 (each side posts its own buffer).
     void resolve_focus(int end_rank, buffer in, std::uint32_t region_id, std::int64_t& offset) const noexcept {
-        if (in != buffer::scratch) return;
-        offset = end_rank == focus_ ? offset + regions_[region_id].base : 0;
+        if (end_rank != focus_) offset = 0;
+        else if (in == buffer::scratch) offset += regions_[region_id].base;
     }
 
     // Row of `rank`'s rooms: every rank's, or the focus server's GPUs'.
@@ -686,7 +688,6 @@ private:
         return b.size() - 1;
     }
 
-    const traffic_summary* sum_ = nullptr;
     topology topo_;
     int gpus_ = 1;
     int source_ = 0;

@@ -8,11 +8,64 @@
 #include <span>
 #include <vector>
 
+#include "../counts.hpp"
 #include "assignment.hpp"
 #include "schedule.hpp"
 #include "tuning.hpp"
 
 namespace fast::detail {
+
+/// What each GPU sends to and receives from each server pair, as rail assignment weighs it:
+/// the exact sums where the shared counts have them (rail detail), else an estimate from the
+/// pair's bytes and the GPU's share of its server's bytes across servers (every rank has those).
+class rail_bytes {
+public:
+    void reset(const shared_counts& c) {
+        c_ = &c;
+        const auto us = static_cast<std::size_t>(c.servers);
+        const auto ug = static_cast<std::size_t>(c.gpus_per_server);
+        out_share_.resize(us * ug);
+        in_share_.resize(us * ug);
+        for (std::size_t s = 0; s < us; ++s) {
+            std::int64_t out = 0;
+            std::int64_t in = 0;
+            for (std::size_t a = 0; a < ug; ++a) {
+                out += c.gpus[s * ug + a].out;
+                in += c.gpus[s * ug + a].in;
+            }
+            for (std::size_t a = 0; a < ug; ++a) {
+                out_share_[s * ug + a] =
+                    out > 0 ? static_cast<double>(c.gpus[s * ug + a].out) / static_cast<double>(out) : 0;
+                in_share_[s * ug + a] =
+                    in > 0 ? static_cast<double>(c.gpus[s * ug + a].in) / static_cast<double>(in) : 0;
+            }
+        }
+    }
+    /// What GPU a of server s sends to the GPUs of server d.
+    [[nodiscard]] std::int64_t sent(std::size_t s, std::size_t d, std::size_t a) const noexcept {
+        const auto us = static_cast<std::size_t>(c_->servers);
+        const auto ug = static_cast<std::size_t>(c_->gpus_per_server);
+        if (!c_->rail_sent.empty()) return c_->rail_sent[(s * us + d) * ug + a];
+        return share(c_->pair[s * us + d], out_share_[s * ug + a]);
+    }
+    /// What GPU b of server d receives from the GPUs of server s.
+    [[nodiscard]] std::int64_t received(std::size_t s, std::size_t d, std::size_t b) const noexcept {
+        const auto us = static_cast<std::size_t>(c_->servers);
+        const auto ug = static_cast<std::size_t>(c_->gpus_per_server);
+        if (!c_->rail_received.empty()) return c_->rail_received[(s * us + d) * ug + b];
+        return share(c_->pair[s * us + d], in_share_[d * ug + b]);
+    }
+
+private:
+    // One IEEE product and a truncation: the same on every rank and compiler.
+    static std::int64_t share(std::int64_t bytes, double fraction) noexcept {
+        return static_cast<std::int64_t>(static_cast<double>(bytes) * fraction);
+    }
+
+    const shared_counts* c_ = nullptr;
+    std::vector<double> out_share_; // per GPU: its share of its server's bytes sent across servers
+    std::vector<double> in_share_;  // likewise received
+};
 
 /// Which steps assign_rails chooses rails for.
 enum class rail_steps { all, first, falling };
@@ -21,7 +74,11 @@ enum class rail_steps { all, first, falling };
 struct rail_workspace {
     std::vector<std::size_t> begin; // step k's slots are members[begin[k], begin[k + 1]) (slots_by_step)
     std::vector<std::size_t> members;
-    std::vector<std::int64_t> cover;  // per (pair, rail): the bytes a slot there may still cover
+    std::vector<std::int64_t> cover;        // per (pair, rail): the bytes a slot there may still cover
+    std::vector<std::uint32_t> cover_stamp; // per pair: the pass whose bytes cover holds
+    std::uint32_t pass = 0;                 // filled lazily: a step touches few pairs
+    bool cover_received = false;            // this pass covers received bytes (else sent)
+    const rail_bytes* source = nullptr;
     std::vector<std::int64_t> score;  // per (slot of the step, rail): the bytes it would cover
     std::vector<std::uint8_t> varies; // per slot of the step: whether its rail matters
     std::vector<std::size_t> rail_of; // per slot of the step: its rail
@@ -51,6 +108,29 @@ struct step_scores {
     return sc.slots[ws.members[step.first + x]];
 }
 
+// The cover of pair (s, d), G entries: filled from the pass's bytes on first use.
+inline std::int64_t* cover_of(std::size_t s, std::size_t d, std::size_t us, std::size_t ug, rail_workspace& ws) {
+    const std::size_t pair = s * us + d;
+    std::int64_t* cover = ws.cover.data() + pair * ug;
+    if (ws.cover_stamp[pair] != ws.pass) {
+        ws.cover_stamp[pair] = ws.pass;
+        for (std::size_t r = 0; r < ug; ++r)
+            cover[r] = ws.cover_received ? ws.source->received(s, d, r) : ws.source->sent(s, d, r);
+    }
+    return cover;
+}
+
+// Starts a pass whose cover is what GPUs receive (`received`) or send.
+inline void start_pass(std::size_t us, std::size_t ug, bool received, rail_workspace& ws) {
+    ws.cover.resize(us * us * ug);
+    if (ws.cover_stamp.size() != us * us || ws.pass == UINT32_MAX) {
+        ws.cover_stamp.assign(us * us, 0);
+        ws.pass = 0;
+    }
+    ++ws.pass;
+    ws.cover_received = received;
+}
+
 // ws.score[x * G + r]: what slot x would cover on rail r, for each pair it serves the smaller of
 // its bytes and what ws.cover has left; ws.varies[x]: whether that differs between rails.
 inline step_scores score_step(const stage_schedule& sc, step_slots step, rail_workspace& ws) {
@@ -67,7 +147,7 @@ inline step_scores score_step(const stage_schedule& sc, step_slots step, rail_wo
         for (std::size_t s = 0; s < us; ++s) {
             const auto d = static_cast<std::size_t>(perm[s]);
             if (d == s || bytes[s] == 0) continue;
-            const std::int64_t* cover = ws.cover.data() + (s * us + d) * ug;
+            const std::int64_t* cover = cover_of(s, d, us, ug, ws);
             for (std::size_t r = 0; r < ug; ++r) score[r] += std::min(bytes[s], cover[r]);
         }
         out.now += score[static_cast<std::size_t>(slot.rail)];
@@ -144,7 +224,7 @@ inline void consume_cover(const stage_schedule& sc, step_slots step, rail_worksp
         for (std::size_t s = 0; s < us; ++s) {
             const auto d = static_cast<std::size_t>(perm[s]);
             if (d == s) continue;
-            std::int64_t& left = ws.cover[(s * us + d) * ug + static_cast<std::size_t>(slot.rail)];
+            std::int64_t& left = cover_of(s, d, us, ug, ws)[static_cast<std::size_t>(slot.rail)];
             left -= std::min(left, bytes[s]);
         }
     }
@@ -185,22 +265,24 @@ inline void choose_step(stage_schedule& sc, std::size_t k, rail_workspace& ws) {
 /// Each such step takes the choice that covers the most of those bytes, a (pair, rail) counting
 /// only what the steps chosen before left of it (an assignment problem, solved exactly by
 /// min_cost_assignment; O(G^3 + G^2 S) per step). A step keeps its rails unless another choice
-/// covers more. `lengths` are the steps' (step_lengths); `sent` and `received` have an entry
-/// per (s * S + d) * G + i. `which` picks the steps: both kinds, or the first or the falling
-/// side's only (the choices are independent: each kind starts from its own bytes).
-inline void assign_rails(stage_schedule& sc, std::span<const std::int64_t> lengths, std::span<const std::int64_t> sent,
-                         std::span<const std::int64_t> received, rail_workspace& ws,
-                         rail_steps which = rail_steps::all) {
+/// covers more. `lengths` are the steps' (step_lengths); `bytes` says what GPUs send and
+/// receive. `which` picks the steps: both kinds, or the first or the falling side's only (the
+/// choices are independent: each kind starts from its own bytes).
+inline void assign_rails(stage_schedule& sc, std::span<const std::int64_t> lengths, const rail_bytes& bytes,
+                         rail_workspace& ws, rail_steps which = rail_steps::all) {
     if (sc.slots.empty()) return;
     slots_by_step(sc, ws.begin, ws.members);
+    const auto us = static_cast<std::size_t>(sc.servers);
+    const auto ug = static_cast<std::size_t>(sc.rails);
+    ws.source = &bytes;
     const auto peak = static_cast<std::size_t>(std::max_element(lengths.begin(), lengths.end()) - lengths.begin());
     if (which != rail_steps::first) {
-        ws.cover.assign(received.begin(), received.end());
+        rails::start_pass(us, ug, true, ws);
         for (std::size_t k = ws.begin.size() - 2; k > peak; --k)
             if (lengths[k] <= lengths[peak] / tuning::short_step_divisor) rails::choose_step(sc, k, ws);
     }
     if (which != rail_steps::falling) {
-        ws.cover.assign(sent.begin(), sent.end());
+        rails::start_pass(us, ug, false, ws);
         rails::choose_step(sc, 1, ws);
     }
 }
@@ -214,9 +296,8 @@ struct first_step_cover {
     std::int64_t length = 0;
 };
 
-inline first_step_cover cover_of_first_step(const stage_schedule& sc, std::span<const std::int64_t> sent) {
+inline first_step_cover cover_of_first_step(const stage_schedule& sc, const rail_bytes& sent) {
     const auto us = static_cast<std::size_t>(sc.servers);
-    const auto ug = static_cast<std::size_t>(sc.rails);
     first_step_cover c;
     for (const auto& x : sc.slots) {
         if (x.step != 1) continue;
@@ -225,8 +306,7 @@ inline first_step_cover cover_of_first_step(const stage_schedule& sc, std::span<
         for (std::size_t s = 0; s < us; ++s) {
             if (bytes[s] == 0) continue;
             c.length = std::max(c.length, bytes[s]);
-            const std::size_t pair = s * us + static_cast<std::size_t>(perm[s]);
-            c.own = std::min(c.own, sent[pair * ug + static_cast<std::size_t>(x.rail)]);
+            c.own = std::min(c.own, sent.sent(s, static_cast<std::size_t>(perm[s]), static_cast<std::size_t>(x.rail)));
         }
     }
     return c;

@@ -83,22 +83,22 @@ struct stream_slot {
     std::int64_t bytes = 0;
 };
 
-/// Per (server pair, rail), the slots that carry it, in step order (CSR, key (s * S + d) * G + i).
+/// Per (server pair, rail), the slots that carry it, in step order (CSR). Keys (key()): with
+/// every pair (s * S + d) * G + i; with a focus server x only the pairs it is an end of, (d * G
+/// + i) for (x, d) and ((S + s) * G + i) for (s, x), so that one rank's part costs O(S G).
 class stream_slots {
 public:
-    void build(const stage_schedule& sc) {
-        const auto s = static_cast<std::size_t>(sc.servers);
-        const auto g = static_cast<std::size_t>(sc.rails);
-        offsets_.assign(s * s * g + 1, 0);
+    /// `focus`: the server whose pairs are kept, or -1 for all.
+    void build(const stage_schedule& sc, int focus = -1) {
+        servers_ = static_cast<std::size_t>(sc.servers);
+        rails_ = static_cast<std::size_t>(sc.rails);
+        focus_ = focus;
+        offsets_.assign(keys() + 1, 0);
         slots_by_step(sc, by_step_, order_);
-        auto key = [&](std::size_t src, std::int32_t dst, std::int32_t rail) {
-            return (src * s + static_cast<std::size_t>(dst)) * g + static_cast<std::size_t>(rail);
-        };
         for (const auto& x : sc.slots) {
             const auto perm = sc.perm_of(x);
             const auto bytes = sc.bytes_of(x);
-            for (std::size_t src = 0; src < s; ++src)
-                if (bytes[src] > 0) ++offsets_[key(src, perm[src], x.rail) + 1];
+            each_kept(perm, bytes, [&](std::size_t src, std::size_t) { ++offsets_[key(src, perm[src], x.rail) + 1]; });
         }
         std::partial_sum(offsets_.begin(), offsets_.end(), offsets_.begin());
         entries_.resize(offsets_.back());
@@ -107,9 +107,22 @@ public:
             const auto& x = sc.slots[k];
             const auto perm = sc.perm_of(x);
             const auto bytes = sc.bytes_of(x);
-            for (std::size_t src = 0; src < s; ++src)
-                if (bytes[src] > 0) entries_[fill_[key(src, perm[src], x.rail)]++] = stream_slot{x.step, bytes[src]};
+            each_kept(perm, bytes, [&](std::size_t src, std::size_t) {
+                entries_[fill_[key(src, perm[src], x.rail)]++] = stream_slot{x.step, bytes[src]};
+            });
         }
+    }
+    /// The number of keys.
+    [[nodiscard]] std::size_t keys() const noexcept {
+        return (focus_ < 0 ? servers_ * servers_ : 2 * servers_) * rails_;
+    }
+    /// The key of pair (src, dst) and rail `rail` (with a focus, one of the pair's ends is it).
+    [[nodiscard]] std::size_t key(std::size_t src, std::int32_t dst, std::int32_t rail) const noexcept {
+        const auto d = static_cast<std::size_t>(dst);
+        const std::size_t pair = focus_ < 0                                ? src * servers_ + d
+                                 : src == static_cast<std::size_t>(focus_) ? d
+                                                                           : servers_ + src;
+        return pair * rails_ + static_cast<std::size_t>(rail);
     }
     [[nodiscard]] std::span<const stream_slot> of(std::size_t key) const noexcept {
         return {entries_.data() + offsets_[key], offsets_[key + 1] - offsets_[key]};
@@ -122,6 +135,24 @@ public:
     }
 
 private:
+    // Calls f(src, dst) for each sender of a slot with bytes, in a pair that is kept.
+    template <class F>
+    void each_kept(std::span<const std::int32_t> perm, std::span<const std::int64_t> bytes, F&& f) const {
+        if (focus_ < 0) {
+            for (std::size_t src = 0; src < servers_; ++src)
+                if (bytes[src] > 0) f(src, static_cast<std::size_t>(perm[src]));
+            return;
+        }
+        // The focus server sends to perm[x]; it receives from the server mapped to it.
+        const auto x = static_cast<std::size_t>(focus_);
+        if (bytes[x] > 0) f(x, static_cast<std::size_t>(perm[x]));
+        for (std::size_t src = 0; src < servers_; ++src)
+            if (src != x && static_cast<std::size_t>(perm[src]) == x && bytes[src] > 0) f(src, x);
+    }
+
+    std::size_t servers_ = 0;
+    std::size_t rails_ = 0;
+    int focus_ = -1;
     std::vector<std::size_t> offsets_;
     std::vector<stream_slot> entries_;
     std::vector<std::size_t> fill_;

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "../counts.hpp"
 #include "../traffic_summary.hpp"
 #include "balancing.hpp"
 #include "checked.hpp"
@@ -62,6 +63,18 @@ inline void summarize_servers(const traffic_summary& sum, rail_shares shares, se
             }
             out.pair[s * us + d] = total;
         }
+}
+
+/// Fills the pair matrix and the per-GPU bytes across servers of `out` from the shared counts
+/// (what rail packing uses; no shares). O(S^2 + R).
+inline void servers_from_counts(const shared_counts& c, server_traffic& out) {
+    out.pair.assign(c.pair.begin(), c.pair.end());
+    out.gpu_out.resize(c.gpus.size());
+    out.gpu_in.resize(c.gpus.size());
+    for (std::size_t k = 0; k < c.gpus.size(); ++k) {
+        out.gpu_out[k] = c.gpus[k].out;
+        out.gpu_in[k] = c.gpus[k].in;
+    }
 }
 
 /// The largest line sum (row or column) of the n x n row-major matrix `a`, whose total fits

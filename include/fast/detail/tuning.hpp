@@ -31,6 +31,13 @@ inline constexpr int quantum_choices = 3;
 /// refinement costs one more decomposition.
 inline constexpr int quantum_refinements = 2;
 
+/// Sized effort (plan_options::effort): after the first, rail packing tries another quantum
+/// only where the exchange is long enough for it to pay, each expected to save candidate_gain of
+/// the exchange's lower bound T_lb. Measured with every candidate against the first alone
+/// (zipf:0.8 and moe, 4 - 128 servers x 8, 256 MiB per GPU, seeds 1 - 5): 0.04% - 1% of the
+/// exchange for six more candidates, about 0.1% each.
+inline constexpr double candidate_gain = 0.001;
+
 /// The refinements run up to 64 servers: from 32 servers up the candidates' decompositions are
 /// most of the planning time, and at 128 x 8 the four refinement candidates gained under 1%
 /// (zipf:0.8 seeds 1 - 5: worst 1.0882 with them, 1.0911 without, target 1.10).
@@ -96,11 +103,20 @@ inline constexpr std::int64_t ramp_slack_divisor = 4;
 /// big step's slots moves its neighbours' scale-up work.
 inline constexpr std::int64_t short_step_divisor = 2;
 
-/// The automatic scheduler builds direct unless FAST's schedule is predicted faster by this
-/// factor: the schedule's time leaves out scale-up work its ramps do not hide, up to 9% of the
-/// plan's predicted time over planner_test's sweep of sizes and shapes (most with few servers
-/// and many GPUs).
-inline constexpr double automatic_margin = 1.10;
+/// The planning cost model, in microseconds of one core, for the choices that weigh planning
+/// against the exchange (sized effort, the automatic scheduler). It is counted in work (the
+/// cluster's shape), never measured, so that every rank decides alike: a candidate decomposition
+/// costs candidate_us_per_pair x S^2, the rest of the schedule (packing, shaping, rails)
+/// schedule_us_per_pair x S^2, and a rank's own part emission_us_per_block x S G^2. Fitted to
+/// callgrind's instruction counts of planner::make_rank at 4 - 128 servers x 8 GPUs (zipf:0.8,
+/// 256 MiB per GPU) at 9 instructions per ns, the rate planner_bench shows on the 2-core EPYC
+/// the docs' figures come from.
+inline constexpr double candidate_us_per_pair = 0.08;
+inline constexpr double schedule_us_per_pair = 0.085;
+inline constexpr double emission_us_per_block = 0.07;
+/// Direct's program: a pass over the rank's row and column (callgrind: about 30 instructions per
+/// rank).
+inline constexpr double direct_us_per_rank = 0.0035;
 
 /// stable_sort_by sorts lists up to this long by insertion (a schedule step shortens only its
 /// longest pieces, so the list is nearly sorted), longer ones with std::sort on keyed indices.
