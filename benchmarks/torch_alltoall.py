@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """torch_alltoall.py: torch.distributed.all_to_all_single on real MoE traffic with the "fast"
 backend (FAST plans, and the executor's direct baseline) against gloo, every byte checked.
 
@@ -10,12 +10,14 @@ matrix is folded (ranks i*F .. i*F+F-1 become rank i). Calls are interleaved acr
 matrix and backend the median time, algbw (bytes per rank / time), T_lb (busiest server's
 inter-server bytes / its G NICs) and wrong bytes, then the median over matrices.
 
-Launch (fast_torch on PYTHONPATH, e.g. <build>/python):
-  - locally:   /usr/bin/python3 benchmarks/torch_alltoall.py --nproc 8 -g 4 --nic-gbit 100 -W FILE
+Launch (fast_torch installed or on PYTHONPATH, e.g. <build>/python; the Python that has PyTorch,
+e.g. that of `scripts/dev torch-venv`):
+  - torchrun:  torchrun --nproc-per-node 8 benchmarks/torch_alltoall.py -g 4 --nic-gbit 100 -W FILE
+               (the rendezvous from the environment)
   - mpirun:    ranks from OMPI_COMM_WORLD_*, rank 0 serves the store at --master-addr; this is how
-               benchmarks/emulated_cluster.sh runs it (--perf benchmarks/torch_alltoall.py; it adds
-               -g and --nic-gbit), see docs/pytorch.md
-  - torchrun:  RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment
+               benchmarks/emulated_cluster.sh runs it (--program PYTHON -- benchmarks/torch_alltoall.py),
+               see docs/pytorch.md
+  - locally without a launcher: python benchmarks/torch_alltoall.py --nproc 8 -g 4 --nic-gbit 100 -W FILE
 """
 
 import argparse
@@ -180,9 +182,14 @@ def benchmark(rank, world, args, local_ranks):
 
 
 def rank_main(rank, world, args, port, local_ranks):
-    store = dist.TCPStore(args.master_addr, port, world, rank == 0, timeout=datetime.timedelta(minutes=5),
-                          wait_for_workers=False)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=datetime.timedelta(minutes=10))
+    """mpirun (port: rank 0 serves the store there) or torchrun (port None: its rendezvous)."""
+    if port is None:
+        dist.init_process_group("gloo", timeout=datetime.timedelta(minutes=10))
+    else:
+        store = dist.TCPStore(args.master_addr, port, world, rank == 0, timeout=datetime.timedelta(minutes=5),
+                              wait_for_workers=False)
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
+                                timeout=datetime.timedelta(minutes=10))
     failed = benchmark(rank, world, args, local_ranks)
     dist.destroy_process_group()
     if failed:
@@ -209,7 +216,7 @@ def main():
     p.add_argument("--nproc", type=int, default=0, help="start this many local processes (no launcher)")
     p.add_argument("--master-addr", default=os.environ.get("MASTER_ADDR", "127.0.0.1"),
                    help="address of rank 0's store (emulated cluster: rank 0's management address)")
-    p.add_argument("--master-port", type=int, default=int(os.environ.get("MASTER_PORT", "29517")), help="its port")
+    p.add_argument("--master-port", type=int, default=29517, help="its port (mpirun)")
     args = p.parse_args()
     args.backends = [b for b in args.backends.split(",") if b]
     for b in args.backends:
@@ -232,13 +239,12 @@ def main():
     env = os.environ
     if "OMPI_COMM_WORLD_RANK" in env:
         rank, world = int(env["OMPI_COMM_WORLD_RANK"]), int(env["OMPI_COMM_WORLD_SIZE"])
-        local = int(env.get("OMPI_COMM_WORLD_LOCAL_SIZE", world))
+        rank_main(rank, world, args, args.master_port, int(env.get("OMPI_COMM_WORLD_LOCAL_SIZE", world)))
     elif "RANK" in env:
         rank, world = int(env["RANK"]), int(env["WORLD_SIZE"])
-        local = int(env.get("LOCAL_WORLD_SIZE", world))
+        rank_main(rank, world, args, None, int(env.get("LOCAL_WORLD_SIZE", world)))
     else:
         p.error("no launcher found: pass --nproc, or run under mpirun or torchrun")
-    rank_main(rank, world, args, args.master_port, local)
     return 0
 
 

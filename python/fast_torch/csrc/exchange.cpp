@@ -1,5 +1,6 @@
 #include "exchange.hpp"
 
+#include <ATen/ops/empty_like.h>
 #include <c10/core/ScalarType.h>
 #include <c10/util/accumulate.h>
 
@@ -15,15 +16,18 @@ std::string str(std::int64_t v) {
     return std::to_string(v);
 }
 
-// "" if the executor can read or write `t` as raw bytes, else why not.
-std::string check_tensor(const at::Tensor& t, const std::string& name) {
-    if (!t.defined()) return name + " is an undefined tensor";
+// None if the executor can read or write `t` as raw bytes, else why not. Like gloo and NCCL, a
+// non-contiguous tensor is a ValueError (gloo writes a non-contiguous output as if it were
+// contiguous: wrong values; here it is refused too).
+refusal check_tensor(const at::Tensor& t, const std::string& name, bool contiguous = true) {
+    if (!t.defined()) return {name + " is an undefined tensor"};
     if (t.layout() != c10::kStrided) {
         std::ostringstream layout;
         layout << t.layout();
-        return name + " must be a dense (strided) tensor, it is " + layout.str();
+        return {name + " must be a dense (strided) tensor, it is " + layout.str(), true};
     }
-    if (!t.is_contiguous()) return name + " must be contiguous (call .contiguous() on it)";
+    if (contiguous && !t.is_contiguous())
+        return {"Tensors must be contiguous: " + name + " is not (call .contiguous() on it)", true};
     return {};
 }
 
@@ -99,54 +103,69 @@ void place(const std::vector<at::Tensor>& tensors, Pointer& base, std::vector<st
 
 } // namespace
 
-std::string make_single_exchange(const at::Tensor& output, const at::Tensor& input,
+refusal make_single_exchange(const at::Tensor& output, const at::Tensor& input,
                                  const std::vector<std::int64_t>& output_splits,
                                  const std::vector<std::int64_t>& input_splits, int ranks, exchange& out) {
     if (input.defined()) out.device = input.device(); // also for an error: it picks the communicator
     for (const auto& [t, name] : {std::pair{&input, "the input"}, std::pair{&output, "the output"}}) {
-        if (std::string e = check_tensor(*t, name); !e.empty()) return e;
+        if (refusal r = check_tensor(*t, name)) return r;
         if (t->dim() == 0)
-            return std::string(name) + " is a scalar (0-d); all_to_all_single exchanges rows along dim 0";
+            return {std::string(name) + " is a scalar (0-d); all_to_all_single exchanges rows along dim 0"};
     }
-    if (std::string e = check_like(output, "the output", input, "the input"); !e.empty()) return e;
+    if (std::string e = check_like(output, "the output", input, "the input"); !e.empty()) return {e};
     const std::int64_t in_row = row_elements(input), out_row = row_elements(output);
     if (in_row != out_row)
-        return "input rows (dim 0) hold " + str(in_row) + " elements, output rows " + str(out_row) +
-               " (the sizes past dim 0 must match)";
+        return {"input rows (dim 0) hold " + str(in_row) + " elements, output rows " + str(out_row) +
+                " (the sizes past dim 0 must match)"};
     const auto row_bytes = static_cast<std::size_t>(in_row) * input.element_size();
     out.row_bytes = row_bytes;
     if (std::string e = split_counts(input_splits, "input_split_sizes", "input", input.size(0), row_bytes, ranks,
                                      out.sendcounts, out.sdispls);
         !e.empty())
-        return e;
+        return {e};
     if (std::string e = split_counts(output_splits, "output_split_sizes", "output", output.size(0), row_bytes, ranks,
                                      out.recvcounts, out.rdispls);
         !e.empty())
-        return e;
+        return {e};
     out.send = input.nbytes() > 0 ? input.data_ptr() : nullptr;
     out.recv = output.nbytes() > 0 ? output.data_ptr() : nullptr;
     return {};
 }
 
-std::string make_list_exchange(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs, int ranks,
+refusal make_list_exchange(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs, int ranks,
                                exchange& out) {
     const auto ur = static_cast<std::size_t>(ranks);
     if (!inputs.empty() && inputs[0].defined()) out.device = inputs[0].device();
     for (const auto& [list, name] :
          {std::pair{&inputs, "input_tensor_list"}, std::pair{&outputs, "output_tensor_list"}})
         if (list->size() != ur)
-            return std::string(name) + " has " + std::to_string(list->size()) + " tensors, expected " + str(ranks) +
-                   " (one per rank)";
+            return {std::string(name) + " has " + std::to_string(list->size()) + " tensors, expected " +
+                    str(ranks) + " (one per rank)"};
     for (const auto& [list, name] :
          {std::pair{&inputs, "input_tensor_list"}, std::pair{&outputs, "output_tensor_list"}})
         for (std::size_t j = 0; j < ur; ++j) {
             const std::string what = std::string(name) + "[" + std::to_string(j) + "]";
-            if (std::string e = check_tensor((*list)[j], what); !e.empty()) return e;
-            if (std::string e = check_like((*list)[j], what, inputs[0], "input_tensor_list[0]"); !e.empty()) return e;
+            if (refusal r = check_tensor((*list)[j], what, false)) return r;
+            if (std::string e = check_like((*list)[j], what, inputs[0], "input_tensor_list[0]"); !e.empty())
+                return {e};
         }
-    place(inputs, out.send, out.sendcounts, out.sdispls);
-    place(outputs, out.recv, out.recvcounts, out.rdispls);
+    std::vector<at::Tensor> sent(inputs), received(outputs);
+    for (std::size_t j = 0; j < ur; ++j) {
+        if (!sent[j].is_contiguous()) out.staged_inputs.push_back(sent[j] = sent[j].contiguous());
+        if (!received[j].is_contiguous()) {
+            received[j] = at::empty_like(received[j], at::MemoryFormat::Contiguous);
+            out.copy_back.emplace_back(outputs[j], received[j]);
+        }
+    }
+    place(sent, out.send, out.sendcounts, out.sdispls);
+    place(received, out.recv, out.recvcounts, out.rdispls);
     return {};
+}
+
+void finish_exchange(exchange& x) {
+    for (auto& [user, received] : x.copy_back) user.copy_(received);
+    x.copy_back.clear();
+    x.staged_inputs.clear();
 }
 
 } // namespace fast_torch

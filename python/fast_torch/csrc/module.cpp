@@ -1,7 +1,7 @@
 // fast_torch._C: the C++ half of the "fast" torch.distributed backend (fast_torch/__init__.py is
 // the other: options, environment variables, the fallback group, registration).
 
-#include "process_group.hpp"
+#include "backend.hpp"
 
 #include <fast/topology.hpp>
 
@@ -31,12 +31,12 @@ Enum parse_enum(std::string_view field, std::string_view value, std::initializer
                                 fast::detail::quote_input(value) + "'");
 }
 
-c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                              std::chrono::milliseconds timeout,
-                                              const std::optional<c10::intrusive_ptr<c10d::ProcessGroup>>& fallback,
-                                              int gpus_per_server, const std::string& sched, const std::string& flow,
-                                              double scale_up_gbps, double scale_out_gbps, double alpha_up_us,
-                                              double alpha_out_us, const std::string& device_memory) {
+c10::intrusive_ptr<c10d::Backend> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                         std::chrono::milliseconds timeout,
+                                         const std::optional<c10::intrusive_ptr<c10d::Backend>>& fallback,
+                                         int gpus_per_server, const std::string& sched, const std::string& flow,
+                                         double scale_up_gbps, double scale_out_gbps, double alpha_up_us,
+                                         double alpha_out_us, const std::string& device_memory) {
     fast_torch::settings s;
     s.config.gpus_per_server = gpus_per_server;
     s.config.scheduler = parse_enum("scheduler", sched, {scheduler::automatic, scheduler::fast, scheduler::direct});
@@ -48,24 +48,24 @@ c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Sto
     s.config.alpha_out_us = alpha_out_us;
     s.device_memory = parse_enum("device_memory", device_memory, {memory::cuda, memory::hip});
     try {
-        return c10::make_intrusive<fast_torch::process_group>(
-            store, rank, size, s, fallback.value_or(c10::intrusive_ptr<c10d::ProcessGroup>()));
+        return c10::make_intrusive<fast_torch::backend>(store, rank, size, s,
+                                                        fallback.value_or(c10::intrusive_ptr<c10d::Backend>()));
     } catch (const c10::Error& e) {
         throw std::runtime_error(e.what_without_backtrace()); // one line, no C++ backtrace
     }
 }
 
-fast_torch::process_group& fast_group(c10d::ProcessGroup& pg) {
-    auto* fast = dynamic_cast<fast_torch::process_group*>(&pg);
-    if (fast == nullptr) throw py::type_error("not a group of the fast backend (backend " + pg.getBackendName() + ")");
+fast_torch::backend& fast_backend(c10d::Backend& b) {
+    auto* fast = dynamic_cast<fast_torch::backend*>(&b);
+    if (fast == nullptr) throw py::type_error("not a group of the fast backend (backend " + b.getBackendName() + ")");
     return *fast;
 }
 
-py::dict describe(c10d::ProcessGroup& pg) {
-    fast_torch::process_group::info i;
+py::dict describe(c10d::Backend& b) {
+    fast_torch::backend::info i;
     {
         const py::gil_scoped_release release; // waits for the calls queued before it
-        i = fast_group(pg).describe();
+        i = fast_backend(b).describe();
     }
     py::dict d;
     d["servers"] = i.servers;
@@ -92,13 +92,13 @@ py::dict preset(const std::string& name) {
 } // namespace
 
 PYBIND11_MODULE(_C, m) {
-    m.doc() = "The C++ half of fast_torch: the fast process group (use fast_torch, not this module)";
+    m.doc() = "The C++ half of fast_torch: the fast c10d backend (use fast_torch, not this module)";
     m.def("create", &create, py::call_guard<py::gil_scoped_release>(), py::arg("store"), py::arg("rank"),
           py::arg("size"), py::arg("timeout"), py::arg("fallback"), py::arg("gpus_per_server"), py::arg("scheduler"),
           py::arg("flow"), py::arg("scale_up_gbps"), py::arg("scale_out_gbps"), py::arg("alpha_up_us"),
           py::arg("alpha_out_us"), py::arg("device_memory"),
-          "Creates the fast process group (collective over the group; releases the GIL)");
-    m.def("describe", &describe, py::arg("group"),
+          "Creates the fast backend of a group (collective over the group; releases the GIL)");
+    m.def("describe", &describe, py::arg("backend"),
           "Servers, GPUs per server and the executor's counters of this rank (after the queued calls)");
     m.def("preset", &preset, py::arg("name"), "The fabric figures of a preset: h200 or mi300x");
 }

@@ -10,14 +10,15 @@ work::work(int rank, c10d::OpType type, std::string what, std::uint64_t call, st
       inputs_(std::move(inputs)),
       future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
 
-void work::complete(const std::string& error) {
+void work::complete(const std::string& error, bool value_error) {
     if (error.empty()) {
         finish();
         future_->markCompleted(c10::IValue(outputs_));
         return;
     }
     // No backtrace: Python shows the line itself (RuntimeError).
-    auto failure = std::make_exception_ptr(c10::Error(error, ""));
+    auto failure = value_error ? std::make_exception_ptr(c10::ValueError(error))
+                               : std::make_exception_ptr(c10::Error(error));
     finish(failure);
     future_->setError(failure);
 }

@@ -2,7 +2,8 @@
 /// \file work.hpp
 /// The c10d::Work of one collective call of the fast backend: it holds the call's tensors until
 /// the call has run, completes from the group's worker thread, and turns an executor error into
-/// the exception that Work.wait() raises in Python (RuntimeError with the executor's message).
+/// the exception that Work.wait() raises in Python (RuntimeError with the executor's message, or
+/// ValueError for arguments that gloo refuses with one).
 
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -20,8 +21,9 @@ public:
     work(int rank, c10d::OpType type, std::string what, std::uint64_t call, std::vector<at::Tensor> outputs,
          std::vector<at::Tensor> inputs);
 
-    /// Completes the call: `error` empty for success, else the line Work.wait() raises.
-    void complete(const std::string& error);
+    /// Completes the call: `error` empty for success, else the line Work.wait() raises, as
+    /// ValueError if `value_error`, else as RuntimeError (what gloo raises for the same cause).
+    void complete(const std::string& error, bool value_error = false);
 
     /// Waits for completion (without a timeout: every wait inside the executor is bounded by the
     /// group's timeout, so the call always completes); raises the call's error.
