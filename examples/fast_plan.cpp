@@ -41,6 +41,7 @@ struct options : fast_tools::cluster_options {
     std::string policy = "rail-packed";
     int quantum_choices = fast::plan_options{}.quantum_choices;
     int quantum_refinements = fast::plan_options{}.quantum_refinements;
+    std::string effort = "sized";
     double ramp = fast::plan_options{}.ramp;
     double long_call_ramp_scale = fast::plan_options{}.long_call_ramp_scale;
     bool compare = false;
@@ -120,6 +121,7 @@ std::vector<variant> variants_of(const options& o) {
     base.policy = fast::parse_policy(o.policy);
     base.quantum_choices = o.quantum_choices;
     base.quantum_refinements = o.quantum_refinements;
+    base.effort = fast::parse_effort(o.effort);
     base.ramp = o.ramp;
     base.long_call_ramp_scale = o.long_call_ramp_scale;
     if (!o.schedulers.empty()) {
@@ -178,34 +180,56 @@ std::pair<fast::plan, double> timed_plan(fast::planner& p, const fast::traffic_m
     return {std::move(result), times[times.size() / 2]};
 }
 
-// What one rank pays (planner::make_rank): the slowest of rank 0, the busiest rank (most bytes
-// sent and received) and a rank drawn from `seed`, each the median of `repeat` calls; and
-// whether each of their programs is the whole plan `whole` restricted to the rank.
+// Whether `o` plans a rank from counts alone (planner::make_rank(shared, own, rank)), as a runtime
+// does: rail packing and direct.
+bool plans_from_counts(const fast::plan_options& o) {
+    return o.scheduler == fast::scheduler::direct ||
+           ((o.scheduler == fast::scheduler::automatic || o.scheduler == fast::scheduler::fast) &&
+            o.policy == fast::policy::rail_packed);
+}
+
+// What one rank pays: planner::make_rank from the counts a runtime agrees on (shared counts and
+// the rank's server's rows and columns, built before the clock starts: the agreement's work),
+// or from the matrix where the options need it; the median of `repeat` calls. Returns the time
+// and whether the program is the whole plan `whole` restricted to the rank.
+std::pair<double, bool> timed_rank(fast::planner& p, const fast::traffic_matrix& m, const fast::shared_counts& all,
+                                   const fast::plan& whole, int rank, int repeat) {
+    const fast::topology& topo = whole.topology;
+    const bool from_counts = plans_from_counts(p.options());
+    const fast::server_counts own =
+        from_counts ? fast::make_server_counts(m, topo, topo.server_of(rank)) : fast::server_counts{};
+    auto plan_rank = [&]() -> const fast::rank_program& {
+        return from_counts ? p.make_rank(all, own, rank) : p.make_rank(m, rank);
+    };
+    std::vector<double> times;
+    for (int k = 0; k < repeat; ++k) {
+        const auto start = std::chrono::steady_clock::now();
+        (void)plan_rank();
+        times.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+    }
+    std::sort(times.begin(), times.end());
+    const fast::rank_program want = fast::restrict_to_rank(whole, rank);
+    const fast::rank_program& got = plan_rank();
+    bool same = want.transfers.size() == got.transfers.size() && want.scratch_bytes == got.scratch_bytes;
+    for (std::size_t k = 0; same && k < got.transfers.size(); ++k)
+        same = want.transfers[k].transfer == got.transfers[k].transfer &&
+               want.transfers[k].pair_index == got.transfers[k].pair_index;
+    return {times[times.size() / 2], same};
+}
+
+// The slowest of rank 0, the busiest rank (most bytes sent and received) and a rank drawn from
+// `seed` (timed_rank each), and whether all their programs are their parts of `whole`.
 std::pair<double, bool> timed_ranks(fast::planner& p, const fast::traffic_matrix& m, const fast::plan& whole,
                                     int repeat, std::uint64_t seed) {
     const int r = static_cast<int>(m.rows());
-    const int busiest = fast::busiest_rank(m);
     fast::detail::rng gen(seed);
     const int drawn = static_cast<int>(gen.below(static_cast<std::uint64_t>(r)));
+    const fast::shared_counts all = fast::make_shared_counts(m, whole.topology);
     double slowest = 0;
     bool equal = true;
-    std::vector<double> times;
-    for (const int rank : {0, busiest, drawn}) {
-        times.clear();
-        for (int k = 0; k < repeat; ++k) {
-            const auto start = std::chrono::steady_clock::now();
-            (void)p.make_rank(m, rank);
-            times.push_back(
-                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
-        }
-        std::sort(times.begin(), times.end());
-        slowest = std::max(slowest, times[times.size() / 2]);
-        const fast::rank_program want = fast::restrict_to_rank(whole, rank);
-        const fast::rank_program& got = p.make_rank(m, rank);
-        bool same = want.transfers.size() == got.transfers.size() && want.scratch_bytes == got.scratch_bytes;
-        for (std::size_t k = 0; same && k < got.transfers.size(); ++k)
-            same = want.transfers[k].transfer == got.transfers[k].transfer &&
-                   want.transfers[k].pair_index == got.transfers[k].pair_index;
+    for (const int rank : {0, fast::busiest_rank(m), drawn}) {
+        const auto [us, same] = timed_rank(p, m, all, whole, rank, repeat);
+        slowest = std::max(slowest, us);
         equal = equal && same;
     }
     return {slowest, equal};
@@ -235,7 +259,29 @@ void print_cluster(const options& o, const fast::topology& topo) {
                 fast_tools::fabric_text(o.preset, topo).c_str());
 }
 
-// --all: every matrix of a file, one summary line per scheduler (ratios mean, p95, max).
+// The agreement every call of the cluster pays (agreement.hpp), one line.
+void print_agreement(const fast::topology& topo) {
+    const fast::agreement a = fast::plan_agreement(topo);
+    std::printf("count agreement: %s, %d round%s, %s per rank over scale-out, %.1f us (cost model)\n",
+                std::string(a.name()).c_str(), a.rounds, a.rounds == 1 ? "" : "s",
+                fast_tools::human_bytes(static_cast<double>(a.network_bytes)).c_str(), a.us);
+}
+
+// Mean, p95 (the smallest value at least 95% do not exceed) and max of `v`, sorted in place.
+struct spread {
+    double mean = 0, p95 = 0, max = 0;
+};
+spread spread_of(std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    spread out;
+    for (const double x : v) out.mean += x / static_cast<double>(v.size());
+    out.p95 = v[(v.size() * 95 + 99) / 100 - 1];
+    out.max = v.back();
+    return out;
+}
+
+// --all: every matrix of a file, one summary line per scheduler: the exchange's predicted / T_lb
+// and the end-to-end figure (agreement + the busiest rank's planning + exchange) / T_lb.
 int run_all(const options& o, const fast::topology& topo, const fast::workload_spec& spec, std::int64_t unit) {
     progress bar;
     bar.show("reading " + spec.path + " ...");
@@ -243,49 +289,59 @@ int run_all(const options& o, const fast::topology& topo, const fast::workload_s
     if (all.empty()) throw fast::invalid_argument("'" + spec.path + "' holds no matrix");
     const std::vector<variant> variants = variants_of(o);
     print_cluster(o, topo);
-    std::printf("workload %s: all %zu matrices (x %s bytes per unit); planning time: median over matrices of "
-                "the median of --repeat %d\n\n",
+    std::printf("workload %s: all %zu matrices (x %s bytes per unit); planning times: median over matrices of "
+                "the median of --repeat %d\n",
                 o.workload.c_str(), all.size(), o.unit_bytes.c_str(), o.repeat);
-    std::printf("%-24s %8s %6s %11s %10s %7s %7s %7s %9s  %s\n", "scheduler", "matrices", "steps", "stages(max)",
-                "plan(us)", "mean", "p95", "max", "scratch", "verified");
+    print_agreement(topo);
+    std::printf("predicted / T_lb and end-to-end = (agreement + rank + predicted) / T_lb: mean, p95, max\n\n");
+    std::printf("%-24s %8s %6s %11s %9s %9s %7s %7s %7s %7s %7s %7s %8s  %s\n", "scheduler", "matrices", "steps",
+                "stages(max)", "plan(us)", "rank(us)", "mean", "p95", "max", "e2e", "p95", "max", "scratch",
+                "verified");
     std::fflush(stdout);
+    const double agreement_us = fast::plan_agreement(topo).us;
     int failures = 0;
     for (const variant& v : variants) {
         fast::planner planner(topo, v.options); // reused across matrices, as an MoE layer would
-        std::vector<double> ratios, planning;
+        std::vector<double> ratios, end_to_end, planning, rank_planning;
         double steps = 0, stages = 0, scratch = 0;
         std::size_t most_stages = 0, verified = 0;
         for (std::size_t k = 0; k < all.size(); ++k) {
             bar.count("planning " + v.label, static_cast<long long>(k), static_cast<long long>(all.size()));
             const auto [p, planning_us] = timed_plan(planner, all[k], o.repeat, bar, v.label);
             const fast::verification check = fast::verify(p, all[k]);
-            if (check.ok()) {
+            const auto [rank_us, same] = timed_rank(planner, all[k], fast::make_shared_counts(all[k], topo), p,
+                                                    fast::busiest_rank(all[k]), o.repeat);
+            if (check.ok() && same) {
                 ++verified;
             } else {
                 bar.clear();
-                std::fprintf(stderr, "fast-plan: %s, matrix %zu: %s\n", v.label.c_str(), k, check.message().c_str());
+                std::fprintf(stderr, "fast-plan: %s, matrix %zu: %s\n", v.label.c_str(), k,
+                             check.ok() ? "the busiest rank's program differs from its part of the plan"
+                                        : check.message().c_str());
             }
             const double bound = fast::lower_bound_us(all[k], topo);
-            ratios.push_back(bound > 0 ? fast::predict_us(p) / bound : 1.0);
+            const double predicted = fast::predict_us(p);
+            ratios.push_back(bound > 0 ? predicted / bound : 1.0);
+            end_to_end.push_back(bound > 0 ? (agreement_us + rank_us + predicted) / bound : 1.0);
             planning.push_back(planning_us);
+            rank_planning.push_back(rank_us);
             steps += static_cast<double>(p.steps());
             stages += static_cast<double>(fast::count_stages(p));
             most_stages = std::max(most_stages, fast::count_stages(p));
             scratch = std::max(scratch, scratch_share(p, all[k]));
         }
         bar.clear();
-        std::sort(ratios.begin(), ratios.end());
         std::sort(planning.begin(), planning.end());
+        std::sort(rank_planning.begin(), rank_planning.end());
+        const spread exchange = spread_of(ratios);
+        const spread whole = spread_of(end_to_end);
         const auto n = static_cast<double>(all.size());
-        double mean = 0;
-        for (const double r : ratios) mean += r / n;
-        // p95: the smallest ratio that at least 95% of the matrices do not exceed.
-        const std::size_t p95 = (all.size() * 95 + 99) / 100 - 1;
         char stage_text[32];
         std::snprintf(stage_text, sizeof stage_text, "%.1f(%zu)", stages / n, most_stages);
         std::printf(
-            "%-24s %8zu %6.1f %11s %10.1f %7.4f %7.4f %7.4f %8.0f%%  %s\n", v.label.c_str(), all.size(), steps / n,
-            stage_text, planning[planning.size() / 2], mean, ratios[p95], ratios.back(), 100 * scratch,
+            "%-24s %8zu %6.1f %11s %9.1f %9.1f %7.4f %7.4f %7.4f %7.4f %7.4f %7.4f %7.0f%%  %s\n", v.label.c_str(),
+            all.size(), steps / n, stage_text, planning[planning.size() / 2], rank_planning[rank_planning.size() / 2],
+            exchange.mean, exchange.p95, exchange.max, whole.mean, whole.p95, whole.max, 100 * scratch,
             verified == all.size() ? "all" : (std::to_string(verified) + "/" + std::to_string(all.size())).c_str());
         std::fflush(stdout);
         if (verified != all.size()) ++failures;
@@ -313,11 +369,13 @@ struct traffic_case {
 
 void print_table_head(const options& o, const traffic_case& c) {
     print_cluster(o, c.topo);
-    std::printf("workload %s: %s in all, %s per GPU on average; lower bound T_lb = %.2f us\n\n", o.workload.c_str(),
+    std::printf("workload %s: %s in all, %s per GPU on average; lower bound T_lb = %.2f us\n", o.workload.c_str(),
                 fast_tools::human_bytes(c.total_bytes).c_str(),
                 fast_tools::human_bytes(c.total_bytes / c.topo.ranks()).c_str(), c.lower_bound_us);
-    std::printf("%-32s %6s %6s %10s %10s %14s %7s %11s %9s  %s\n", "scheduler", "steps", "stages", "plan(us)",
-                "rank(us)", "predicted(us)", "/T_lb", "algbw(GB/s)", "scratch", "verified");
+    print_agreement(c.topo);
+    std::printf("end-to-end = (agreement + rank + predicted) / T_lb: what one call costs a rank\n\n");
+    std::printf("%-32s %6s %6s %10s %10s %14s %7s %10s %11s %9s  %s\n", "scheduler", "steps", "stages", "plan(us)",
+                "rank(us)", "predicted(us)", "/T_lb", "end-to-end", "algbw(GB/s)", "scratch", "verified");
     std::fflush(stdout);
 }
 
@@ -326,6 +384,7 @@ void print_table_head(const options& o, const traffic_case& c) {
 struct row {
     fast::plan plan;
     double planning_us = 0;
+    double rank_us = 0;
     bool ok = false;
 };
 
@@ -342,23 +401,24 @@ row plan_row(const variant& v, const traffic_case& c, const options& o, progress
     bar.show("predicting " + label + " ...");
     const double predicted = fast::predict_us(p);
     const double algbw = predicted > 0 ? c.total_bytes / c.topo.ranks() / (predicted * 1e3) : 0.0;
+    const double end_to_end = fast::plan_agreement(c.topo).us + rank_us + predicted;
     bar.clear();
     const bool ok = check.ok() && programs_equal;
-    std::printf("%-32s %6zu %6zu %10.1f %10.1f %14.2f %7.4f %11.2f %8.0f%%  %s\n", label.c_str(), p.steps(),
-                fast::count_stages(p), planning_us, rank_us, predicted,
-                c.lower_bound_us > 0 ? predicted / c.lower_bound_us : 0.0, algbw, 100 * scratch_share(p, c.matrix),
-                ok ? "yes" : "NO");
+    auto over_bound = [&](double us) { return c.lower_bound_us > 0 ? us / c.lower_bound_us : 0.0; };
+    std::printf("%-32s %6zu %6zu %10.1f %10.1f %14.2f %7.4f %10.4f %11.2f %8.0f%%  %s\n", label.c_str(), p.steps(),
+                fast::count_stages(p), planning_us, rank_us, predicted, over_bound(predicted), over_bound(end_to_end),
+                algbw, 100 * scratch_share(p, c.matrix), ok ? "yes" : "NO");
     std::fflush(stdout);
     if (!check.ok()) std::fprintf(stderr, "fast-plan: %s: %s\n", label.c_str(), check.message().c_str());
     else if (!programs_equal)
         std::fprintf(stderr, "fast-plan: %s: a rank's program differs from the whole plan's part\n", label.c_str());
-    return {std::move(p), planning_us, ok};
+    return {std::move(p), planning_us, rank_us, ok};
 }
 
 // Writes `r`'s plan to --json (opened before any planning) and closes it.
 void write_json(const options& o, std::ofstream& out, const row& r, const traffic_case& c, progress& bar) {
     bar.show("writing " + o.json + " ...");
-    fast::write_plan_json(out, r.plan, c.matrix, fast::summarize(r.plan, c.matrix, r.planning_us));
+    fast::write_plan_json(out, r.plan, c.matrix, fast::summarize(r.plan, c.matrix, r.planning_us, r.rank_us));
     out.close();
     if (!out) throw fast::invalid_argument("writing '" + o.json + "' failed");
     bar.clear();
@@ -465,6 +525,10 @@ void add_options(CLI::App& app, options& o) {
                    "rail-packed: times the best factor is refined by -/+ 1/2, 1/4, ... (each one more schedule)")
         ->check(CLI::Range(0, 16))
         ->capture_default_str();
+    app.add_option("--effort", o.effort,
+                   "rail-packed: sized (further quanta only where the exchange pays for their planning) | full "
+                   "(every quantum of --quantum-choices and --quantum-refinements)")
+        ->capture_default_str();
     app.add_option("--ramp", o.ramp,
                    "bottleneck and rail-packed: the share of a neighbouring step's scale-up room that a "
                    "step's balancing may expect to fill (0: no ramps)")
@@ -483,7 +547,7 @@ void add_options(CLI::App& app, options& o) {
         ->check(CLI::Range(1, 1000000));
     app.add_flag("--all", o.all,
                  "plan every matrix of --workload file:PATH; one line per scheduler: mean, p95 and max of "
-                 "predicted / T_lb");
+                 "predicted / T_lb and of end-to-end / T_lb");
     app.add_option("--json", o.json, "write the (first) plan to FILE in the fast-plan/1 format");
     app.add_option("--svg", o.svg, "draw the plans as timelines (cost model) to FILE, one panel per scheduler");
     app.add_option("--svg-lanes", o.svg_lanes,

@@ -8,7 +8,9 @@
 ///    "matrix": R x R bytes (row = source rank), "scratch_bytes": [per rank],
 ///    "steps": [{"transfers": [{"src", "dst", "bytes", "tier", "src_buffer", "src_offset",
 ///                              "dst_buffer", "dst_offset"}]}],
-///    "summary": {"stages", "steps", "planning_time_us", "predicted_time_us", "lower_bound_us"}}
+///    "summary": {"stages", "steps", "planning_time_us", "rank_planning_time_us",
+///                "agreement_bytes", "agreement_time_us", "predicted_time_us", "lower_bound_us",
+///                "end_to_end"}}
 /// Needs nlohmann-json (header-only) in addition to Eigen.
 
 #include <cmath>
@@ -19,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agreement.hpp"
 #include "cost.hpp"
 #include "error.hpp"
 #include "plan.hpp"
@@ -28,13 +31,22 @@ namespace fast {
 
 inline constexpr const char* plan_format = "fast-plan/1";
 
-/// Figures stored with a plan.
+/// Figures stored with a plan: what one call costs end to end, (agreement + one rank's planning
+/// + predicted exchange) / T_lb (agreement.hpp; the rank's planning is measured by the tool that
+/// wrote the file, 0 if it did not).
 struct plan_summary {
     std::size_t stages = 0;
     std::size_t steps = 0;
-    double planning_time_us = 0;
+    double planning_time_us = 0;      ///< the whole plan's
+    double rank_planning_time_us = 0; ///< one rank's program (the busiest rank's, say)
+    std::int64_t agreement_bytes = 0; ///< the count agreement: received per rank over scale-out
+    double agreement_time_us = 0;     ///< its time in the cost model
     double predicted_time_us = 0;
     double lower_bound_us = 0;
+    [[nodiscard]] double end_to_end() const noexcept {
+        return lower_bound_us > 0 ? (agreement_time_us + rank_planning_time_us + predicted_time_us) / lower_bound_us
+                                  : 0.0;
+    }
 };
 
 /// A plan with the matrix it carries, as read from a file.
@@ -44,9 +56,13 @@ struct plan_document {
     plan_summary summary;
 };
 
-/// The summary of `p` for `m`: stages, steps, predicted time and bound from the cost model.
-[[nodiscard]] inline plan_summary summarize(const plan& p, const traffic_matrix& m, double planning_time_us = 0) {
-    return {count_stages(p), p.steps(), planning_time_us, predict_us(p), lower_bound_us(m, p.topology)};
+/// The summary of `p` for `m`: stages, steps, the agreement, predicted time and bound from the
+/// cost model, and the planning times given.
+[[nodiscard]] inline plan_summary summarize(const plan& p, const traffic_matrix& m, double planning_time_us = 0,
+                                            double rank_planning_time_us = 0) {
+    const agreement a = plan_agreement(p.topology);
+    return {count_stages(p), p.steps(), planning_time_us, rank_planning_time_us,
+            a.network_bytes, a.us,      predict_us(p),    lower_bound_us(m, p.topology)};
 }
 
 /// Writes `p` and `m` as "fast-plan/1". Streams step by step, so large plans need no document
@@ -84,8 +100,12 @@ inline void write_plan_json(std::ostream& out, const plan& p, const traffic_matr
     const json summary_json = {{"stages", summary.stages},
                                {"steps", summary.steps},
                                {"planning_time_us", summary.planning_time_us},
+                               {"rank_planning_time_us", summary.rank_planning_time_us},
+                               {"agreement_bytes", summary.agreement_bytes},
+                               {"agreement_time_us", summary.agreement_time_us},
                                {"predicted_time_us", summary.predicted_time_us},
-                               {"lower_bound_us", summary.lower_bound_us}};
+                               {"lower_bound_us", summary.lower_bound_us},
+                               {"end_to_end", summary.end_to_end()}};
     out << "],\n \"summary\": " << summary_json.dump() << "\n}\n";
 }
 
@@ -239,6 +259,9 @@ inline plan_summary read_summary_json(const nlohmann::json& document) {
         return std::isfinite(v) && v >= 0 && v < 1e18 ? v : 0.0;
     };
     out.planning_time_us = number("planning_time_us");
+    out.rank_planning_time_us = number("rank_planning_time_us");
+    out.agreement_bytes = static_cast<std::int64_t>(number("agreement_bytes"));
+    out.agreement_time_us = number("agreement_time_us");
     out.predicted_time_us = number("predicted_time_us");
     out.lower_bound_us = number("lower_bound_us");
     out.stages = static_cast<std::size_t>(number("stages"));

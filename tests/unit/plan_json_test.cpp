@@ -10,7 +10,7 @@ using namespace fast;
 namespace {
 std::string to_json(const plan& p, const traffic_matrix& m) {
     std::ostringstream out;
-    write_plan_json(out, p, m, summarize(p, m, 12.5));
+    write_plan_json(out, p, m, summarize(p, m, 12.5, 3.25));
     return out.str();
 }
 plan_document from_json(const std::string& text) {
@@ -32,7 +32,15 @@ TEST_CASE("plans round-trip through fast-plan/1 unchanged, for every scheduler")
             CHECK(doc.plan == p);
             CHECK(doc.matrix == c.matrix);
             CHECK(doc.summary.planning_time_us == 12.5);
+            CHECK(doc.summary.rank_planning_time_us == 3.25);
             CHECK(doc.summary.steps == p.steps());
+            // End to end: the agreement's model for the topology, the rank's planning, the exchange.
+            const agreement a = plan_agreement(c.topo);
+            CHECK(doc.summary.agreement_bytes == a.network_bytes);
+            CHECK(doc.summary.agreement_time_us == Approx(a.us));
+            if (doc.summary.lower_bound_us > 0)
+                CHECK(doc.summary.end_to_end() ==
+                      Approx((a.us + 3.25 + doc.summary.predicted_time_us) / doc.summary.lower_bound_us));
             fast::test::check_plan(doc.plan, doc.matrix);
         }
     }

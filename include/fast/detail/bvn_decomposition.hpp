@@ -236,21 +236,24 @@ inline void lower_threshold(progress& p) {
 // that fall below the threshold stop being edges (and their matched pairs are dropped, so the
 // next search repairs only those rows). Returns the weight.
 inline std::int64_t take_stage(progress& p, decomposition& out) {
-    const bipartite_matching& matching = p.workspace.matching;
+    bipartite_matching& matching = p.workspace.matching;
+    const int* col = matching.cols().data();
+    std::int64_t* const matrix = p.matrix.data();
+    const std::size_t n = p.size;
     std::int64_t w = INT64_MAX;
-    for (std::size_t r = 0; r < p.size; ++r)
-        w = std::min(w, p.matrix[r * p.size + static_cast<std::size_t>(matching.col_of(static_cast<int>(r)))]);
-    for (std::size_t r = 0; r < p.size; ++r) {
-        const auto c = static_cast<std::size_t>(matching.col_of(static_cast<int>(r)));
-        std::int64_t& v = p.matrix[r * p.size + c];
+    for (std::size_t r = 0; r < n; ++r) w = std::min(w, matrix[r * n + static_cast<std::size_t>(col[r])]);
+    const std::size_t at = out.perms.size();
+    out.perms.resize(at + n);
+    std::int32_t* perm = out.perms.data() + at;
+    for (std::size_t r = 0; r < n; ++r) {
+        const auto c = static_cast<std::size_t>(col[r]);
+        perm[r] = static_cast<std::int32_t>(c);
+        std::int64_t& v = matrix[r * n + c];
         v -= w;
-        if (v < p.threshold) {
-            p.workspace.edges.clear(static_cast<int>(r), static_cast<int>(c));
-            p.workspace.matching.unmatch(static_cast<int>(r));
-            if (p.buckets && v > 0)
-                p.workspace.add(static_cast<std::size_t>(v), static_cast<std::uint32_t>(r * p.size + c));
-        }
-        out.perms.push_back(static_cast<std::int32_t>(c));
+        if (v >= p.threshold) continue;
+        p.workspace.edges.clear(static_cast<int>(r), static_cast<int>(c));
+        matching.unmatch(static_cast<int>(r)); // col[r] is -1 from here: r is not read again
+        if (p.buckets && v > 0) p.workspace.add(static_cast<std::size_t>(v), static_cast<std::uint32_t>(r * n + c));
     }
     out.weights.push_back(w);
     return w;
