@@ -51,7 +51,7 @@ options:
                          --compare, FAST_MPI_SCALE_OUT_GBPS is set from --rate unless given here
   -h, --help             this text
 Everything after -- goes to alltoallv_perf (see its --help), or to --program, e.g.
-  emulated_cluster.sh -- -W file:../shared/workloads/megatron_moe_4x8.txt -u 8K --every 60 -n 5
+  emulated_cluster.sh -- -W file:workloads/megatron_moe_4x8.txt -u 8K --every 60 -n 5
   emulated_cluster.sh --program build/benchmarks/mpi_alltoallv_bench \
     --compare build/mpi/libfast_mpi.so --env FAST_MPI_FLOW=credits -- --zipf 1.2 -n 3
 EOF
