@@ -18,6 +18,7 @@
 #include <fast/verify.hpp>
 #include <fast/workload.hpp>
 
+#include "../unit/rank_program_check.hpp"
 #include "exec_support.hpp"
 #include "hosts.hpp"
 #include "program.hpp"
@@ -242,6 +243,7 @@ TEST_CASE("a packed layout compiles to one segment per message") {
     const fast::topology t = fast::make_topology(2, 4);
     const fast::traffic_matrix m = random_skewed(t.ranks(), 5, 5000, 0);
     fast::planner planner(t);
+    fast::test::check_rank_programs(planner, m); // the programs compiled below are the verified plan's parts
     for (int k = 0; k < t.ranks(); ++k) {
         const rank_buffers b = make_buffers(m, k, false, 1);
         detail::buffer_layout send, recv;
