@@ -2,9 +2,9 @@
 // The count agreement of every call: before planning, every rank learns the traffic matrix
 // (every rank's send counts to every rank) and all ranks check, alike, that they are in the same
 // call, that no rank's arguments were rejected, and that every receive count matches its send.
-// This file encodes and checks the messages; the communicator carries them (an all-to-all
-// exchange of message_bytes() per rank), so the agreement can change what is exchanged without
-// touching the call path.
+// This file encodes and checks the messages; communicator_impl::agree carries them (an
+// all-to-all exchange of message_bytes() per rank) and the call path reads only matrix() and
+// all_contiguous(), so what is exchanged can change here and in agree() alone.
 
 #include <cstdint>
 #include <span>
