@@ -2,7 +2,7 @@
 // (schedulers `fast` and `direct`) against MPI_Alltoallv on the same buffers.
 //
 //   mpirun -np 8 alltoallv_perf -g 4 -W uniform -W zipf:1.2 -b 1M -e 16M -f 4 -w 2 -n 10
-//   mpirun -np 32 alltoallv_perf -g 8 -W file:megatron_moe_4x8.txt -u 4K --every 60 --csv out.csv
+//   mpirun -np 32 alltoallv_perf -g 8 -W file:workloads/megatron_moe_4x8.txt -u 4K --every 60 --csv out.csv
 //
 // Every iteration's received bytes are checked against a deterministic pattern (#wrong: wrong
 // bytes plus ranks whose call failed, summed over ranks and iterations; must be 0). Schedulers

@@ -42,6 +42,7 @@ options:
       --perf PATH        the alltoallv_perf binary (build/benchmarks/alltoallv_perf)
       --timeout SECONDS  hard limit of the whole MPI run (3600)
       --stats            after the run, print every NIC's and bridge port's tc byte counters
+                         and every rank's TCP retransmissions and retransmission timeouts
       --program PATH     run this MPI program instead of alltoallv_perf (-g and --nic-gbit are
                          not added), e.g. build/benchmarks/mpi_alltoallv_bench
       --preload LIB      preload LIB into every rank (LD_PRELOAD), e.g. build/mpi/libfast_mpi.so
@@ -51,7 +52,7 @@ options:
                          --compare, FAST_MPI_SCALE_OUT_GBPS is set from --rate unless given here
   -h, --help             this text
 Everything after -- goes to alltoallv_perf (see its --help), or to --program, e.g.
-  emulated_cluster.sh -- -W file:../shared/workloads/megatron_moe_4x8.txt -u 8K --every 60 -n 5
+  emulated_cluster.sh -- -W file:workloads/megatron_moe_4x8.txt -u 8K --every 60 -n 5
   emulated_cluster.sh --program build/benchmarks/mpi_alltoallv_bench \
     --compare build/mpi/libfast_mpi.so --env FAST_MPI_FLOW=credits -- --zipf 1.2 -n 3
 EOF
@@ -259,14 +260,20 @@ else
 fi
 
 if ((stats)); then
-  echo "# tc byte counters: NIC = uplink (sent by the rank), port = downlink (received by it)"
-  printf "# %-8s %-6s %14s %8s %14s %8s\n" server nic "NIC bytes" drops "port bytes" drops
+  echo "# tc byte counters: NIC = uplink (sent by the rank), port = downlink (received by it);"
+  echo "# the rank's TCP segments retransmitted and retransmission timeouts (each stalls a flow >= rto_min, 1 s)"
+  printf "# %-8s %-6s %14s %8s %14s %8s %8s %5s\n" server nic "NIC bytes" drops "port bytes" drops retrans RTOs
+  total_rto=0
   for ((s = 0; s < servers; s++)); do
     for ((g = 0; g < gpus; g++)); do
       up=$(tc -n "$tag-s$s-g$g" -s qdisc show dev "nic$g" | awk '/Sent/ { print $2, $7; exit }' | tr -d ',')
       down=$(tc -n "$switch" -s qdisc show dev "p${s}n$g" | awk '/Sent/ { print $2, $7; exit }' | tr -d ',')
-      printf "  %-8s %-6s %14s %8s %14s %8s\n" "server$s" "nic$g" $up $down
+      read -r retrans rtos < <(ip netns exec "$tag-s$s-g$g" nstat -asz TcpRetransSegs TcpExtTCPTimeouts |
+        awk '/^TcpRetransSegs/ { r = $2 } /^TcpExtTCPTimeouts/ { t = $2 } END { print r + 0, t + 0 }')
+      printf "  %-8s %-6s %14s %8s %14s %8s %8s %5s\n" "server$s" "nic$g" $up $down "$retrans" "$rtos"
+      total_rto=$((total_rto + rtos))
     done
   done
+  echo "# retransmission timeouts, all ranks: $total_rto"
 fi
 exit "$status"

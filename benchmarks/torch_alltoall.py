@@ -2,7 +2,7 @@
 """torch_alltoall.py: torch.distributed.all_to_all_single on real MoE traffic with the "fast"
 backend (FAST plans, and the executor's direct baseline) against gloo, every byte checked.
 
-Each selected matrix of a token-count file (e.g. ../shared/workloads/megatron_moe_4x8.txt: 32 x 32
+Each selected matrix of a token-count file (e.g. workloads/megatron_moe_4x8.txt: 32 x 32
 per matrix, entry (i, j) = tokens rank i sends rank j) becomes one all_to_all_single per backend:
 rank i sends M[i][j] rows of --token-bytes to rank j. With fewer ranks than the matrix has, the
 matrix is folded (ranks i*F .. i*F+F-1 become rank i). Calls are interleaved across backends
@@ -200,7 +200,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-g", "--gpus", type=int, required=True, help="ranks (GPUs) per server")
     p.add_argument("--nic-gbit", type=float, required=True, help="scale-out NIC rate per GPU, Gbit/s (T_lb, planner)")
-    p.add_argument("-W", "--workload", required=True, help="token-count matrix file (e.g. megatron_moe_4x8.txt)")
+    p.add_argument("-W", "--workload", required=True, help="token-count matrix file (e.g. workloads/megatron_moe_4x8.txt)")
     p.add_argument("--side", type=int, default=32, help="ranks of the file's matrices (side x side entries each)")
     p.add_argument("--every", type=int, default=60, help="every K-th matrix of the file")
     p.add_argument("--matrices", type=int, default=0, help="at most this many matrices (0: all selected)")

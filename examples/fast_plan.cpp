@@ -3,9 +3,10 @@
 //
 //   fast-plan                                  the default: zipf:0.8, 4 x 8 GPUs, 256M per GPU
 //   fast-plan --servers 32 --compare           FAST against the baselines
-//   fast-plan --workload file:trace.txt@3 --unit-bytes 8K --json plan.json
+//   fast-plan --workload file:workloads/megatron_moe_4x8.txt@3 --unit-bytes 8K --json plan.json
 //   fast-plan --compare --svg timeline.svg     the plans as timelines, one panel per scheduler
-//   fast-plan --workload file:trace.txt --unit-bytes 8K --all   every matrix of a file, summarised
+//   fast-plan --workload file:workloads/megatron_moe_4x8.txt --unit-bytes 8K --all
+//                                              every matrix of a file, summarised
 //   fast-plan verify plan.json                 OK with the predicted time, or the first violation
 //
 // Long runs show what they are doing on stderr when it is a terminal, and nothing otherwise.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The SimGrid-versus-cost-model comparison of docs/simulators.md, end to end:
 #   examples/simgrid/compare.sh [BUILD_DIR] [OUT_DIR]
-# Runs fast-simgrid on every 60th real Megatron-LM matrix (when ../shared/workloads has them)
+# Runs fast-simgrid on every 60th real Megatron-LM matrix (workloads/megatron_moe_4x8.txt)
 # under the fair configuration (fast-simgrid's defaults) and under SimGrid's own defaults, then
 # on zipf:0.8 at 4, 8 and 16 servers x 8 GPUs. Writes one .txt (the table) and one .csv per run
 # to OUT_DIR (default: simgrid-compare/). About 5 minutes on one core; 16 x 8 uses SimGrid's
@@ -24,16 +24,14 @@ run() {
   echo "== $name: fast-simgrid $*" >&2
   "$sim" "$@" --csv "$out/$name.csv" | tee "$out/$name.txt"
 }
-megatron=../shared/workloads/megatron_moe_4x8.txt
-if [[ -f "$megatron" ]]; then
-  run megatron-fair --workload "file:$megatron" --unit-bytes 8K --every 60
-  run megatron-simgrid-defaults --workload "file:$megatron" --unit-bytes 8K --every 60 \
-    --cfg=network/model:LV08 --cfg=network/crosstraffic:1 --cfg=network/TCP-gamma:4194304
-  run megatron-lv08-factors --workload "file:$megatron" --unit-bytes 8K --every 60 --cfg=network/model:LV08
-  run megatron-lv08-window --workload "file:$megatron" --unit-bytes 8K --every 60 --cfg=network/model:LV08 \
-    --cfg=network/TCP-gamma:4194304
-  run megatron-crosstraffic --workload "file:$megatron" --unit-bytes 8K --every 60 --cfg=network/crosstraffic:1
-fi
+megatron=workloads/megatron_moe_4x8.txt
+run megatron-fair --workload "file:$megatron" --unit-bytes 8K --every 60
+run megatron-simgrid-defaults --workload "file:$megatron" --unit-bytes 8K --every 60 \
+  --cfg=network/model:LV08 --cfg=network/crosstraffic:1 --cfg=network/TCP-gamma:4194304
+run megatron-lv08-factors --workload "file:$megatron" --unit-bytes 8K --every 60 --cfg=network/model:LV08
+run megatron-lv08-window --workload "file:$megatron" --unit-bytes 8K --every 60 --cfg=network/model:LV08 \
+  --cfg=network/TCP-gamma:4194304
+run megatron-crosstraffic --workload "file:$megatron" --unit-bytes 8K --every 60 --cfg=network/crosstraffic:1
 run zipf-4x8 --servers 4 --workload zipf:0.8
 run zipf-8x8 --servers 8 --workload zipf:0.8
 run zipf-16x8 --servers 16 --workload zipf:0.8 --cfg=network/solver:fairbottleneck

@@ -3,7 +3,7 @@
 //
 //   fast-simgrid                                        zipf:0.8, 4 x 8 GPUs, fast/direct/spreadout
 //   fast-simgrid --servers 16 --workload zipf:0.8
-//   fast-simgrid --workload file:megatron_moe_4x8.txt --unit-bytes 8K --every 60 --csv out.csv
+//   fast-simgrid --workload file:workloads/megatron_moe_4x8.txt --unit-bytes 8K --every 60 --csv out.csv
 //   fast-simgrid --plan plan.json                       replay a fast-plan/1 file (any planner's)
 //   fast-simgrid --cfg=network/model:LV08               any SimGrid option (after ours)
 //

@@ -1,10 +1,14 @@
 #pragma once
-// The state behind fast::exec::communicator and fast::exec::alltoallv_request.
+// The state behind fast::exec::communicator and fast::exec::alltoallv_request. Its members are
+// defined by concern: communicator_setup.cpp (creation), communicator_exchange.cpp (control
+// messages), communicator_call.cpp (the call path), communicator_trace.cpp (traces),
+// communicator_teardown.cpp (failure and destruction), persistent_request.cpp (request_impl).
 
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fast/exec/communicator.hpp>
@@ -12,6 +16,8 @@
 #include <fast/rank_program.hpp>
 #include <fast/traffic.hpp>
 
+#include "call_args.hpp"
+#include "count_agreement.hpp"
 #include "engine.hpp"
 #include "memory.hpp"
 #include "program.hpp"
@@ -19,16 +25,6 @@
 #include "worker.hpp"
 
 namespace fast::exec::detail {
-
-/// What one rank passes to alltoallv (or alltoallv_init).
-struct call_args {
-    const void* send = nullptr;
-    std::span<const std::size_t> sendcounts, sdispls;
-    void* recv = nullptr;
-    std::span<const std::size_t> recvcounts, rdispls;
-};
-
-enum class call_kind : std::int32_t { alltoallv = 1, alltoallv_init = 2 };
 
 class communicator_impl {
 public:
@@ -73,7 +69,7 @@ private:
     void open_trace();
     void write_trace() noexcept;
     void trace_call_end(const status& s, bool planned) noexcept;
-    status agree(call_kind kind, std::uint64_t seq, const call_args& a, std::string local_error);
+    status agree(call_kind kind, std::uint64_t seq, const call_args& a, std::string_view local_error);
     status plan_matrix();
     status ensure_scratch();
     // Creation, round by round.
@@ -117,7 +113,6 @@ private:
     // This rank's part of the plan of the last matrix (cache), and whether it splits blocks.
     bool have_plan_ = false;
     bool plan_split_ = false;
-    bool all_contiguous_ = false; ///< this call: every rank's blocks lie back to back in both buffers
     fast::traffic_matrix matrix_;
     const fast::rank_program* rank_plan_ = nullptr;
     // Its compiled program, the counts and displacements it was compiled for.
@@ -134,11 +129,10 @@ private:
     bool busy_ = false;
     status failed_; ///< not ok once unusable
     statistics stats_;
-    tracer trace_; ///< config.trace / FAST_TRACE
-    std::vector<unsigned char> gather_send_, gather_recv_;
+    tracer trace_;           ///< config.trace / FAST_TRACE
+    count_agreement counts_; ///< the current call's agreed traffic matrix
     slot_block exchange_slots_;
-    std::vector<op_slot> exchange_closing_;    ///< exchange()'s endpoint-close slots, kept between calls
-    std::vector<std::uint64_t> sendcounts_of_; ///< R x R: the traffic matrix of the current call
+    std::vector<op_slot> exchange_closing_; ///< exchange()'s endpoint-close slots, kept between calls
 };
 
 class request_impl {

@@ -4,7 +4,7 @@
 ///  - rows: one matrix row per line, whitespace-separated entries (R lines of R entries; several
 ///    matrices may follow each other);
 ///  - flat: one entry per line, R * R lines per matrix, row-major (the format of the Megatron
-///    traces in shared/workloads).
+///    traces in workloads/ of the repository).
 /// Entries are non-negative integers with an optional binary suffix K, M, G or T (x1024^n).
 /// Blank lines and lines starting with '#' are ignored. Every entry is multiplied by `unit`
 /// (e.g. bytes per token). Errors name the line, the column and the text (quoted with

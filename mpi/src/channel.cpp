@@ -4,6 +4,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstring>
@@ -16,6 +17,13 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 using fast::exec::errc;
 using fast::exec::status;
+
+// How often the application's thread drives MPI's progress while its channel runs a blocking
+// call: soon after the call starts, then less and less often. At a fixed millisecond, 32 ranks'
+// waking application threads starved the channel threads that run the calls for seconds on a
+// 2-core machine (docs/mpi.md, "Measured example").
+constexpr std::chrono::milliseconds first_progress_interval{1};
+constexpr std::chrono::milliseconds longest_progress_interval{50};
 
 // Polls `request` until it completes or `timeout` passes (then false: MPI may still use its
 // buffers, which the caller must keep).
@@ -207,14 +215,16 @@ std::shared_ptr<job> channel::submit(std::function<status(fast::exec::communicat
 }
 
 void channel::wait(const job& j) {
+    std::chrono::milliseconds interval = first_progress_interval;
     std::unique_lock lock(mutex_);
     while (!j.done) {
-        finished_.wait_for(lock, std::chrono::milliseconds(1));
+        finished_.wait_for(lock, interval); // the job's end wakes it at once
         if (j.done) break;
         lock.unlock();
         int flag = 0; // MPI's progress, for peers that need this rank before they reach the call
         PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, dup_, &flag, MPI_STATUS_IGNORE);
         lock.lock();
+        interval = std::min(2 * interval, longest_progress_interval);
     }
 }
 

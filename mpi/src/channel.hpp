@@ -50,8 +50,8 @@ public:
     /// Queues `run` behind every earlier job.
     std::shared_ptr<job> submit(std::function<fast::exec::status(fast::exec::communicator&)> run);
 
-    /// Waits for `j` on the application's thread, driving MPI's progress about every
-    /// millisecond meanwhile (a peer may need it to reach this collective).
+    /// Waits for `j` on the application's thread, driving MPI's progress meanwhile (a peer may
+    /// need it to reach this collective): after 1 ms, then at intervals doubling to 50 ms.
     void wait(const job& j);
 
     /// Waits for every job, ends the thread (which destroys the executor communicator) and

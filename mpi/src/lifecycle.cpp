@@ -40,15 +40,29 @@ std::string known_names(const std::vector<variable>& vars) {
     return out;
 }
 
-// Reads the settings; a bad one is an MPI error on MPI_COMM_WORLD naming the variable.
+// Unknown FAST_MPI_* names (a typo, a variable of another version) are ignored with one line
+// from rank 0, as MPI implementations and UCX do with theirs: a warning, not a stopped job.
+void warn_unknown(int rank, const std::vector<variable>& vars) {
+    if (rank != 0) return;
+    const std::vector<std::string> unknown = unknown_variables();
+    if (unknown.empty()) return;
+    std::string names;
+    for (const std::string& n : unknown) names += (names.empty() ? "" : ", ") + n;
+    std::fprintf(stderr, "fast_mpi: warning: ignoring %s: not a fast_mpi variable (known: %s)\n", names.c_str(),
+                 known_names(vars).c_str());
+}
+
+// Reads the settings; a bad value of a known one is an MPI error on MPI_COMM_WORLD naming the
+// variable.
 int configure() {
     process_state& s = state();
     const std::vector<variable> vars = read_variables();
     const std::string differing = differing_variable(vars); // every rank takes part
-    const std::vector<std::string> unknown = unknown_variables();
+    int rank = 0;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    warn_unknown(rank, vars);
     std::string error;
-    if (!unknown.empty()) error = unknown.front() + " is not a fast_mpi variable (known: " + known_names(vars) + ")";
-    else if (!parse_settings(vars, s.config, error))
+    if (!parse_settings(vars, s.config, error))
         ;
     else if (!differing.empty())
         error = differing + " differs between ranks; every rank must see the same FAST_MPI_* values";
@@ -58,8 +72,6 @@ int configure() {
         return MPI_SUCCESS;
     }
     s.config.enable = false;
-    int rank = 0;
-    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
     std::fprintf(stderr, "fast_mpi: rank %d: %s\n", rank, error.c_str());
     return raise(MPI_COMM_WORLD, error_code(MPI_ERR_ARG, "MPI_Init", error));
 }

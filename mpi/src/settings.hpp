@@ -32,7 +32,8 @@ struct variable {
 /// Every variable libfast_mpi reads, with its value in this process's environment.
 std::vector<variable> read_variables();
 
-/// Names in the environment that start with FAST_MPI_ but are none of read_variables() (typos).
+/// Names in the environment that start with FAST_MPI_ but are none of read_variables() (typos,
+/// variables of another version): MPI_Init warns about them and goes on.
 std::vector<std::string> unknown_variables();
 
 /// Parses `vars` into `out`. On a bad value returns false and sets `error` to one line naming the

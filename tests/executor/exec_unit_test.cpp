@@ -1,15 +1,18 @@
 // Single-process tests of the executor: grouping ranks into servers, compiling plans into
 // per-rank programs against arbitrary user layouts (checked by running every rank's program in
-// one process, byte for byte), and the API on communicators without MPI (one rank, and several
-// ranks as threads with an in-process allgather).
+// one process, byte for byte), the count agreement's messages, and the API on communicators
+// without MPI (one rank, and several ranks as threads with an in-process allgather).
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <new>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include <fast/baselines.hpp>
 #include <fast/exec/exec.hpp>
@@ -18,6 +21,8 @@
 #include <fast/verify.hpp>
 #include <fast/workload.hpp>
 
+#include "../unit/rank_program_check.hpp"
+#include "count_agreement.hpp"
 #include "exec_support.hpp"
 #include "hosts.hpp"
 #include "program.hpp"
@@ -242,6 +247,7 @@ TEST_CASE("a packed layout compiles to one segment per message") {
     const fast::topology t = fast::make_topology(2, 4);
     const fast::traffic_matrix m = random_skewed(t.ranks(), 5, 5000, 0);
     fast::planner planner(t);
+    fast::test::check_rank_programs(planner, m); // the programs compiled below are the verified plan's parts
     for (int k = 0; k < t.ranks(); ++k) {
         const rank_buffers b = make_buffers(m, k, false, 1);
         detail::buffer_layout send, recv;
@@ -270,6 +276,81 @@ TEST_CASE("layout flags: blocks back to back in rank order, empty blocks ignored
     CHECK(contiguous_layout(counts, packed, counts, gap) == detail::send_contiguous);
     const std::vector<std::size_t> none{0, 0, 0, 0}, any{7, 1, 3, 2};
     CHECK(contiguous_layout(none, any, none, any) == (detail::send_contiguous | detail::recv_contiguous));
+}
+
+// --- the count agreement (count_agreement.hpp), without a transport -------------------------------
+
+namespace {
+
+// Each of `size` ranks' agreement messages, exchanged by hand into `into`'s buffer.
+struct agreement_call {
+    int size;
+    std::vector<std::vector<std::size_t>> send, recv; // per rank: counts to / from every rank
+    std::vector<std::size_t> seq;
+    std::vector<std::string> local_error;
+
+    explicit agreement_call(int r) : size(r), send(r), recv(r), seq(r, 5), local_error(r) {
+        for (int i = 0; i < r; ++i)
+            for (int j = 0; j < r; ++j) send[i].push_back(static_cast<std::size_t>(10 * (i + 1) + j));
+        for (int j = 0; j < r; ++j)
+            for (int i = 0; i < r; ++i) recv[j].push_back(send[i][j]);
+    }
+
+    status agree(detail::count_agreement& into, detail::call_kind kind = detail::call_kind::alltoallv) {
+        std::vector<unsigned char>& all = into.gathered();
+        for (int r = 0; r < size; ++r) {
+            detail::count_agreement theirs(size);
+            const std::vector<std::size_t> displs = packed(send[r]), rdispls = packed(recv[r]);
+            const detail::call_args a{nullptr, send[r], displs, nullptr, recv[r], rdispls};
+            const auto message = theirs.message(kind, seq[r], a, local_error[r]);
+            REQUIRE(message.size() == into.message_bytes());
+            std::copy(message.begin(), message.end(), all.begin() + static_cast<std::ptrdiff_t>(r * message.size()));
+        }
+        const std::vector<std::size_t> displs = packed(send[0]), rdispls = packed(recv[0]);
+        const detail::call_args own{nullptr, send[0], displs, nullptr, recv[0], rdispls};
+        (void)into.message(kind, seq[0], own, local_error[0]); // the checking rank's own call
+        return into.check();
+    }
+
+    static std::vector<std::size_t> packed(const std::vector<std::size_t>& counts) {
+        std::vector<std::size_t> displs;
+        std::size_t at = 0;
+        for (const std::size_t c : counts) displs.push_back(std::exchange(at, at + c));
+        return displs;
+    }
+};
+
+} // namespace
+
+TEST_CASE("the count agreement: the matrix from every rank's counts; mismatches, errors and other calls named") {
+    detail::count_agreement agreement(3);
+    agreement_call call(3);
+    REQUIRE(call.agree(agreement).ok());
+    for (std::size_t i = 0; i < 3; ++i)
+        for (std::size_t j = 0; j < 3; ++j) CHECK(agreement.matrix()[i * 3 + j] == call.send[i][j]);
+    CHECK(agreement.all_contiguous());
+
+    agreement_call mismatched(3);
+    mismatched.recv[2][0] += 1;
+    mismatched.recv[1][2] += 1;
+    status s = mismatched.agree(agreement);
+    CHECK(s.code() == errc::count_mismatch);
+    CHECK(std::string(s.message()) ==
+          "alltoallv: rank 1 expects 32 bytes from rank 2, rank 2 sends 31 (and 1 more mismatched pair)");
+
+    agreement_call rejected(3);
+    rejected.local_error[1] = "sendcounts has 2 entries, expected 3 (one per rank)";
+    s = rejected.agree(agreement, detail::call_kind::alltoallv_init);
+    CHECK(s.code() == errc::invalid_argument);
+    CHECK(std::string(s.message()) == "alltoallv_init: rank 1: sendcounts has 2 entries, expected 3 (one per rank)");
+
+    agreement_call out_of_step(3);
+    out_of_step.seq[2] = 6;
+    s = out_of_step.agree(agreement);
+    CHECK(s.code() == errc::invalid_argument);
+    CHECK_THAT(std::string(s.message()),
+               Catch::StartsWith("alltoallv: ranks are in different collective calls: rank 0 in call 5 (alltoallv), "
+                                 "rank 2 in call 6 (alltoallv)"));
 }
 
 // --- communicators without MPI ------------------------------------------------------------------

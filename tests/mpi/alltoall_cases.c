@@ -3,8 +3,8 @@
  * to files, so that a run with libfast_mpi can be compared byte for byte with a run without.
  *
  *   alltoall_cases OUTDIR [CASE...]      cases (default: all): v_int v_double a_int v_contig
- *                                        v_strided v_inplace split_dup nonblocking persistent
- *                                        threshold
+ *                                        v_strided v_inplace split_dup progress nonblocking
+ *                                        persistent threshold
  *   alltoall_cases OUTDIR repeat CALLS   CALLS skewed MPI_Alltoallv calls; resident memory must
  *                                        stay flat (exit status 1 if it grows by over 8 MiB)
  *   alltoall_cases OUTDIR errors         mismatched counts: prints what each rank saw
@@ -272,6 +272,37 @@ static void ring_check(const int* in, int tag) {
         }
 }
 
+/* A blocking collective while its partner waits in MPI_Recv for this rank's earlier MPI_Isend
+ * (1 MiB, beyond MPI's eager sizes): MPI must progress while the collective runs, or the
+ * partner never reaches it. The first call sets the communicator up (in MPI calls of its own). */
+static void case_progress(void) {
+    struct exchange a;
+    exchange_make(&a, 30);
+    exchange_fill(&a, 0);
+    MPI_Alltoallv(a.s, a.sc, a.sd, MPI_UINT32_T, a.r, a.rc, a.rd, MPI_UINT32_T, MPI_COMM_WORLD);
+    exchange_check(&a, 0, "progress");
+    exchange_fill(&a, 1);
+    int* out = malloc(sizeof(int) * ring_ints * 2);
+    int* in = out + ring_ints;
+    for (int k = 0; k < ring_ints; ++k) out[k] = (int)value(31, rank_, 0, k);
+    const int partner = rank_ ^ 1;
+    MPI_Request q = MPI_REQUEST_NULL;
+    if (partner < size_ && rank_ % 2 == 0) MPI_Isend(out, ring_ints, MPI_INT, partner, 9, MPI_COMM_WORLD, &q);
+    if (partner < size_ && rank_ % 2 == 1) {
+        MPI_Recv(in, ring_ints, MPI_INT, partner, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        for (int k = 0; k < ring_ints; ++k)
+            if (in[k] != (int)value(31, partner, 0, k)) {
+                fail("wrong element sent before the collective", partner, k);
+                break;
+            }
+    }
+    MPI_Alltoallv(a.s, a.sc, a.sd, MPI_UINT32_T, a.r, a.rc, a.rd, MPI_UINT32_T, MPI_COMM_WORLD);
+    MPI_Wait(&q, MPI_STATUS_IGNORE);
+    exchange_check(&a, 1, "progress");
+    exchange_free(&a);
+    free(out);
+}
+
 static void case_nonblocking(void) {
     struct exchange a, b;
     exchange_make(&a, 20), exchange_make(&b, 21);
@@ -471,6 +502,7 @@ static void run(const char* name) {
     else if (!strcmp(name, "v_strided")) strided(5, 0);
     else if (!strcmp(name, "v_inplace")) case_v_inplace();
     else if (!strcmp(name, "split_dup")) case_split_dup();
+    else if (!strcmp(name, "progress")) case_progress();
     else if (!strcmp(name, "nonblocking")) case_nonblocking();
     else if (!strcmp(name, "persistent")) case_persistent();
     else if (!strcmp(name, "threshold")) case_threshold();
@@ -481,7 +513,8 @@ static void run(const char* name) {
 int main(int argc, char** argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         printf("usage: alltoall_cases OUTDIR [CASE...] | OUTDIR repeat CALLS | OUTDIR errors\n"
-               "cases: v_int v_double a_int v_contig v_strided v_inplace split_dup nonblocking persistent threshold\n");
+               "cases: v_int v_double a_int v_contig v_strided v_inplace split_dup progress nonblocking persistent\n"
+               "       threshold\n");
         return argc < 2 ? 2 : 0;
     }
     MPI_Init(&argc, &argv);
@@ -489,7 +522,7 @@ int main(int argc, char** argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     outdir_ = argv[1];
     const char* all[] = {"v_int", "v_double", "a_int", "v_contig", "v_strided", "v_inplace",
-                         "split_dup", "nonblocking", "persistent", "threshold"};
+                         "split_dup", "progress", "nonblocking", "persistent", "threshold"};
     if (argc > 3 && !strcmp(argv[2], "repeat")) case_repeat(atoi(argv[3]));
     else if (argc > 2)
         for (int k = 2; k < argc; ++k) run(argv[k]);

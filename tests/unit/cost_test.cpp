@@ -10,6 +10,7 @@ TEST_CASE("one transfer costs alpha + bytes / bandwidth") {
     traffic_matrix m = traffic_matrix::Zero(2, 2);
     m(0, 1) = 1'000'000; // 20 us at 50 GB/s
     const plan p = make_direct_plan(m, t);
+    fast::test::check_plan(p, m);
     CHECK(predict_us(p) == Approx(30.0));
     CHECK(lower_bound_us(m, t) == Approx(30.0));
 }
@@ -20,6 +21,7 @@ TEST_CASE("a port's transfers in one step form one batch") {
     m(0, 2) = 500'000;
     m(1, 2) = 500'000; // rank 2 receives both in one step: one batch of 1 MB
     const plan p = make_direct_plan(m, t);
+    fast::test::check_plan(p, m);
     CHECK(predict_us(p) == Approx(10.0 + 20.0));
     const prediction sim = simulate(p, true);
     CHECK(sim.rank_finish_us[2] == Approx(30.0));

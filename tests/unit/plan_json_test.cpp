@@ -49,7 +49,9 @@ TEST_CASE("plans round-trip through fast-plan/1 unchanged, for every scheduler")
 TEST_CASE("bad plan files name the field that is wrong") {
     const topology t = make_topology(2, 2);
     const traffic_matrix m = make_uniform(t, 300);
-    const std::string good = to_json(make_plan(m, t), m);
+    const plan p = make_plan(m, t);
+    fast::test::check_plan(p, m);
+    const std::string good = to_json(p, m);
     auto nj = nlohmann::json::parse(good);
     auto reject = [](const nlohmann::json& j, const std::string& what) {
         CHECK_THROWS_WITH(from_json(j.dump()), Catch::Contains(what));
@@ -111,7 +113,9 @@ TEST_CASE("bad plan files name the field that is wrong") {
 TEST_CASE("values a plan file echoes are cut and escaped") {
     const topology t = make_topology(2, 2);
     const traffic_matrix m = make_uniform(t, 300);
-    const auto nj = nlohmann::json::parse(to_json(make_plan(m, t), m));
+    const plan p = make_plan(m, t);
+    fast::test::check_plan(p, m);
+    const auto nj = nlohmann::json::parse(to_json(p, m));
     auto message = [](const nlohmann::json& j) {
         try {
             (void)from_json(j.dump());

@@ -8,6 +8,7 @@ TEST_CASE("steps partition the transfer list; stages count scale-out steps per r
     const topology t = make_topology(2, 2);
     traffic_matrix m = traffic_matrix::Constant(4, 4, 10);
     const plan direct = make_direct_plan(m, t);
+    fast::test::check_plan(direct, m);
     CHECK(direct.steps() == 1);
     CHECK(direct.step(0).size() == 16);
     CHECK(count_stages(direct) == 1);
@@ -22,6 +23,7 @@ TEST_CASE("the rank view lists each rank's transfers in step order, self-copies 
     const topology t = make_topology(1, 3);
     traffic_matrix m = traffic_matrix::Constant(3, 3, 5);
     const plan p = make_spreadout_plan(m, t);
+    fast::test::check_plan(p, m);
     const rank_view v = make_rank_view(p);
     // Rank 1: its self-copy, then one send and one receive in each of the two rounds.
     const auto mine = v.of(1);

@@ -1,6 +1,7 @@
 // A reused planner allocates nothing once it has seen a matrix's sizes (MoE plans on every layer
 // call). Its own executable: it replaces the global operator new to count allocations.
 #include "../support.hpp"
+#include "rank_program_check.hpp"
 
 #include <fast/planner.hpp>
 #include <fast/workload.hpp>
@@ -62,9 +63,9 @@ TEST_CASE("planning ranks' programs again with a reused planner allocates nothin
         plan_options o;
         o.policy = p;
         planner reused(t, o);
-        fast::test::check_plan(reused.make(m), m);                        // the whole plan the programs are parts of
-        for (int r = 0; r < t.ranks(); ++r) (void)reused.make_rank(m, r); // sizes every buffer
-        INFO("policy " << to_string(p));                                  // before counting: it allocates
+        // The programs are the verified whole plan's parts; making them sizes every buffer.
+        fast::test::check_rank_programs(reused, m);
+        INFO("policy " << to_string(p)); // before counting: it allocates
         const long before = allocations.load();
         std::size_t transfers = 0;
         for (int r = 0; r < t.ranks(); ++r) transfers += reused.make_rank(m, r).transfers.size();

@@ -1,4 +1,4 @@
-// The real Megatron-LM MoE traces (registered only when shared/workloads has them).
+// The real Megatron-LM MoE traces (workloads/megatron_moe_4x8.txt, FAST_MEGATRON set by meson).
 #include "../support.hpp"
 #include "rank_program_check.hpp"
 

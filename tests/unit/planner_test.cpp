@@ -167,6 +167,7 @@ TEST_CASE("a planner reused across calls gives the same plans as fresh ones") {
         for (std::uint64_t seed = 0; seed < 20; ++seed) {
             const traffic_matrix m = seed % 3 == 0 ? make_uniform(t, 1 << 20) : make_zipf(t, 0.8, 1 << 24, seed);
             const plan fresh = make_plan(m, t, with(scheduler::fast, p));
+            fast::test::check_plan(fresh, m);
             CHECK(reused.make(m) == fresh);
         }
     }
@@ -236,8 +237,12 @@ TEST_CASE("the default's end-to-end time is the better of fast's and direct's, f
     const topology t = make_topology(4, 8);
     const traffic_matrix m = make_zipf(t, 0.8, std::int64_t{256} << 20, 1);
     planner p(t);
-    CHECK(p.make(m).scheduler == "fast");
-    CHECK(predict_us(p.make(m)) < 0.9 * predict_us(make_direct_plan(m, t)));
+    const plan& chosen = p.make(m);
+    test::check_plan(chosen, m);
+    CHECK(chosen.scheduler == "fast");
+    const plan direct = make_direct_plan(m, t);
+    test::check_plan(direct, m);
+    CHECK(predict_us(chosen) < 0.9 * predict_us(direct));
 }
 
 TEST_CASE("bad options and mismatched matrices are named") {
@@ -292,6 +297,7 @@ TEST_CASE("chunks split every exact stage into consecutive stages") {
     const traffic_matrix m = make_zipf(t, 0.8, 1 << 24, 3);
     plan_options o = with(scheduler::fast, policy::exact);
     const plan one = make_plan(m, t, o);
+    fast::test::check_plan(one, m);
     o.chunks = 3;
     const plan three = make_plan(m, t, o);
     fast::test::check_plan(three, m);

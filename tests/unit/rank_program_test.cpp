@@ -80,6 +80,7 @@ TEST_CASE("both ends of every transfer find it in the same step with the same pa
     const topology t = make_topology(5, 4);
     const traffic_matrix m = make_moe(t, moe_options{}, 1 << 22, 9);
     planner p(t);
+    test::check_rank_programs(p, m); // the programs below are the verified whole plan's parts
     std::vector<rank_program> all;
     for (int r = 0; r < t.ranks(); ++r) all.push_back(p.make_rank(m, r));
     std::size_t checked = 0;
