@@ -313,7 +313,8 @@ std::vector<protocol_choice> protocols_for(const std::string& info, std::uint64_
         }
         if (line.find('|') == std::string::npos) continue;
         const std::vector<std::string> row = cells(line);
-        if (row.size() == 2) operation = row[1];
+        // A table's title: "context | operation" on one line, or (UCX 1.22) each on a line of its own.
+        if (row.size() == 1 || row.size() == 2) operation = row.back();
         if (row.size() != 3 || operation.find("ucp_tag_send") == std::string::npos) continue;
         const std::size_t dots = row[0].find("..");
         const std::uint64_t lo = parse_units(row[0].substr(0, dots));

@@ -4,8 +4,9 @@
 # uniform blocks of 256 KiB and 4 MiB, fast and direct, rendezvous and credits, the ranks as
 # processes (UCX may use CUDA IPC) and as threads, with the copy peak (cudaMemcpyAsync device to
 # device of the same bytes) and the plain UCX two-process peak, and the protocol UCX chose per
-# size; for every UCX the stage holds (STAGE_DIR itself, and STAGE_DIR/ucx-1.18.1 when staged
-# with --newer-ucx). Everything goes to one CSV; the log keeps each run's table and UCX's
+# size; for every UCX the stage holds (STAGE_DIR/ucx-*/, or STAGE_DIR itself when it is one such
+# folder), after checking that the UCX that runs is the stage's. Everything goes to one CSV
+# (its label column names the UCX version); the log keeps each run's table and UCX's
 # protocol tables (UCX_PROTO_INFO=y). One run per block size and flow control (both schedulers,
 # both modes and the peaks in each), so a slow flow cannot cost the other's rows; each run is
 # bounded (FAST_PERF_RUN_LIMIT seconds, 40 by default): 4 runs per UCX, under 3 minutes per UCX.
@@ -17,8 +18,12 @@
 # without a GPU).
 set -uo pipefail
 usage="usage: device_perf.sh STAGE_DIR CSV [LOG]"
-[[ ${1:-} == -h || ${1:-} == --help ]] && { echo "$usage"; exit 0; }
-[[ $# -ge 2 && -x ${1}/bin/alltoallv_device_perf ]] || { echo "$usage (STAGE_DIR/bin/alltoallv_device_perf must exist)" >&2; exit 2; }
+[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0; }
+[[ $# -ge 2 && -d $1 ]] || { echo "$usage" >&2; exit 2; }
+found=0
+for f in "$1"/bin/alltoallv_device_perf "$1"/ucx-*/bin/alltoallv_device_perf; do [[ -x $f ]] && found=1; done
+((found)) ||
+  { echo "device_perf.sh: $1 holds no bin/alltoallv_device_perf, nor ucx-*/bin/alltoallv_device_perf (make it with device_stage.sh)" >&2; exit 2; }
 stage=$(cd "$1" && pwd)
 csv=$2
 log=${3:-/dev/null}
@@ -31,15 +36,23 @@ tls=${FAST_PERF_TLS:-sm,self,cuda_copy,cuda_ipc}
 memory=${FAST_PERF_MEMORY:-cuda}
 # Each mode and the peaks share a run's bound; a stuck mode gives up at its own --limit first.
 mode_limit=$(((run_limit - 4) / 3))
+source "$(dirname "$0")/device_common.sh"
 rm -f "$csv"
 passed=0
 failed=0
 
-nvidia-smi -L 2>&1 | tee -a "$log"
+timeout 30 nvidia-smi -L 2>&1 | tee -a "$log"
 for ucx in "$stage" "$stage"/ucx-*/; do
   [[ -x $ucx/bin/alltoallv_device_perf ]] || continue
   ucx=${ucx%/}
-  "$ucx/bin/ucx_info" -v 2>&1 | head -1 | tee -a "$log"
+  # The stage's programs find its libraries by RUNPATH; LD_LIBRARY_PATH (below) names them too.
+  outside=$(LD_LIBRARY_PATH="$ucx/lib" loads_outside "$ucx" "$ucx/bin/alltoallv_device_perf")
+  if [[ -n $outside ]]; then
+    failed=$((failed + 1))
+    echo "== $(basename "$ucx"): FAILED: alltoallv_device_perf loads $(tr '\n' ' ' <<<"$outside")instead of $ucx/lib's; not measured" | tee -a "$log"
+    continue
+  fi
+  echo "== $(basename "$ucx"): UCX $(LD_LIBRARY_PATH="$ucx/lib" ucx_version "$ucx") from $ucx/lib" | tee -a "$log"
   for block in $blocks; do
     for flow in $flows; do
       echo "== $(basename "$ucx"): blocks of $block, $flow (UCX_TLS=$tls)" | tee -a "$log"
