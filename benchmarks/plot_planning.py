@@ -1,24 +1,28 @@
 #!/usr/bin/env python3
-"""Log-log chart (SVG, standard library only) of planning time against GPU count from
-planner_bench's JSON output: what one rank pays (planner::make_rank, the slowest of rank 0, the
-busiest rank and a drawn one) and the whole plan, for zipf:0.8 and moe, with the per-rank
-targets of docs/performance.md (dashed) and the exchange's lower bound T_lb (dotted).
+"""Log-log chart (SVG, standard library only) of what one call costs end to end against GPU
+count, from planner_bench's JSON output: (agreement + one rank's planning + predicted exchange)
+/ T_lb for each scheduler (fast, automatic, direct) on zipf:0.8 at 256 and 16 MiB per GPU, with
+the default's targets of docs/performance.md (grey marks).
 
-    build/benchmarks/planner_bench --benchmark_filter='plan_(rank|whole)/' \\
+    build/benchmarks/planner_bench --benchmark_filter='plan_rank/' \\
         --benchmark_repetitions=5 --benchmark_format=json > planning.json
     python3 benchmarks/plot_planning.py planning.json [more.json ...] docs/figures/planning-time.svg
 
-Each point is the median over seeds of a case's median over repetitions; with several JSON
-files, a later file's runs replace an earlier one's."""
+Each point is the median over seeds of a case's end to end, its planning time the median over
+repetitions; with several JSON files, a later file's runs replace an earlier one's."""
 import json
 import math
 import statistics
 import sys
 
 GPUS_PER_SERVER = 8
-TARGET_US = {4: 8, 8: 20, 16: 50, 32: 150, 64: 400, 128: 1200}  # per rank, docs/performance.md
-COLOURS = {"zipf": "#1f77b4", "moe": "#ff7f0e"}
-LABELS = {"zipf": "zipf:0.8", "moe": "moe"}
+# The default's end-to-end targets per server count (docs/performance.md): (workload, MiB per GPU).
+# At 16 MiB from 8 servers on the target is direct's own figure.
+E2E_TARGET = {("zipf", 256): {4: 1.03, 8: 1.04, 16: 1.05, 32: 1.06, 64: 1.09, 128: 1.10},
+              ("zipf", 16): {4: 1.20},
+              ("moe", 256): {4: 1.06, 8: 1.06, 16: 1.06, 32: 1.10, 64: 1.10}}
+SCHEDULERS = {"fast": "#1f77b4", "automatic": "#d62728", "direct": "#7f7f7f"}
+SIZES = {256: "", 16: "6,4"}  # MiB per GPU: line style
 SCALE = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 
 
@@ -43,92 +47,72 @@ def read_runs(paths):
     return runs
 
 
-def per_case(runs, kind):
-    """{(workload, servers): {seed: us}}: plan_KIND's median over repetitions per seed; for
-    plan_rank, the slowest of its three ranks."""
+def end_to_end(r):
+    """A plan_rank run's end to end: (agreement + the median planning time + exchange) / T_lb."""
+    return (r["agreement_us"] + statistics.median(r["times"]) + r["predicted_us"]) / r["t_lb_us"]
+
+
+def rank_cases(runs):
+    """{(scheduler, workload, MiB, servers): {seed: run}} of plan_rank/SCHED/WL/MIB/SERVERS/SEED."""
     out = {}
     for name, r in runs.items():
         parts = name.split("/")
-        if parts[0] != f"plan_{kind}" or parts[1] not in COLOURS:
+        if parts[0] != "plan_rank" or len(parts) != 6:
             continue
-        key, seed = (parts[1], int(parts[2])), int(parts[3])
-        value = statistics.median(r["times"])
-        cell = out.setdefault(key, {})
-        cell[seed] = max(cell.get(seed, 0.0), value)
+        out.setdefault((parts[1], parts[2], int(parts[3]), int(parts[4])), {})[int(parts[5])] = r
     return out
 
 
-def medians(runs, kind):
-    """{(workload, servers): median over seeds}."""
-    return {k: statistics.median(v.values()) for k, v in per_case(runs, kind).items()}
-
-
-def lower_bounds(runs):
-    """{(workload, servers): median T_lb over seeds} from plan_whole's t_lb_us counter."""
-    out = {}
-    for name, r in runs.items():
-        parts = name.split("/")
-        if parts[0] == "plan_whole" and parts[1] in COLOURS and "t_lb_us" in r:
-            out.setdefault((parts[1], int(parts[2])), []).append(r["t_lb_us"])
-    return {k: statistics.median(v) for k, v in out.items()}
-
-
 def main(paths, dst):
-    runs = read_runs(paths)
-    rank, whole, tlb = medians(runs, "rank"), medians(runs, "whole"), lower_bounds(runs)
-    if not rank and not whole:
-        sys.exit("plot_planning.py: no plan_rank or plan_whole results in " + ", ".join(paths))
-    sizes = {s for _, s in list(rank) + list(whole)} | set(TARGET_US)
-    gpus = sorted(s * GPUS_PER_SERVER for s in sizes)
-    values = list(rank.values()) + list(whole.values()) + list(TARGET_US.values()) + list(tlb.values())
-    lo, hi = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
-    w, h, left, right, top, bottom = 700, 440, 80, 210, 50, 60
+    cases = rank_cases(read_runs(paths))
+    points = {}  # (scheduler, MiB) -> [(gpus, median end to end)] on zipf
+    for (sch, wl, size, servers), by_seed in cases.items():
+        if wl == "zipf" and sch in SCHEDULERS and size in SIZES:
+            e2e = statistics.median(end_to_end(r) for r in by_seed.values())
+            points.setdefault((sch, size), []).append((servers * GPUS_PER_SERVER, e2e))
+    if not points:
+        sys.exit("plot_planning.py: no plan_rank/SCHEDULER/zipf results in " + ", ".join(paths))
+    targets = [(s * GPUS_PER_SERVER, t) for (wl, size), row in E2E_TARGET.items() if wl == "zipf"
+               for s, t in row.items()]
+    gpus = sorted({g for pts in points.values() for g, _ in pts} | {g for g, _ in targets})
+    values = [v for pts in points.values() for _, v in pts] + [t for _, t in targets]
+    lo, hi = math.log10(min(values) * 0.98), math.log10(max(values) * 1.05)
+    w, h, left, right, top, bottom = 720, 440, 70, 230, 50, 60
     pw, ph = w - left - right, h - top - bottom
-    gx0, gx1 = math.log2(gpus[0]), math.log2(gpus[-1])
+    gx0, gx1 = math.log2(gpus[0]), math.log2(gpus[-1]) if len(gpus) > 1 else math.log2(gpus[0]) + 1
     x = lambda g: left + (math.log2(g) - gx0) / (gx1 - gx0) * pw
-    y = lambda us: top + ph - (math.log10(us) - lo) / (hi - lo) * ph
+    y = lambda v: top + ph - (math.log10(v) - lo) / (hi - lo) * ph
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
            f'<rect width="{w}" height="{h}" fill="white"/>',
-           f'<text x="{left + pw / 2}" y="24" text-anchor="middle" font-size="15">Planning time (one thread, '
-           f'reused planner), median over seeds</text>']
-    for e in range(lo, hi + 1):
-        label = f"{10 ** e:g} us" if e < 3 else f"{10 ** (e - 3):g} ms" if e < 6 else f"{10 ** (e - 6):g} s"
-        out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y(10 ** e):.1f}" y2="{y(10 ** e):.1f}" stroke="#ddd"/>')
-        out.append(f'<text x="{left - 6}" y="{y(10 ** e) + 4:.1f}" text-anchor="end">{label}</text>')
+           f'<text x="{left + pw / 2}" y="24" text-anchor="middle" font-size="15">One call end to end, '
+           f'(agreement + one rank\'s planning + exchange) / T_lb, zipf:0.8</text>']
+    for v in (1.0, 1.05, 1.1, 1.2, 1.5, 2, 3, 5, 10, 20):
+        if lo <= math.log10(v) <= hi:
+            out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#ddd"/>')
+            out.append(f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:g}</text>')
     for g in gpus:
         out.append(f'<line x1="{x(g):.1f}" x2="{x(g):.1f}" y1="{top}" y2="{top + ph}" stroke="#eee"/>')
         out.append(f'<text x="{x(g):.1f}" y="{top + ph + 18}" text-anchor="middle">{g}</text>')
     out.append(f'<text x="{left + pw / 2}" y="{h - 14}" text-anchor="middle">GPUs (8 per server, log scale)</text>')
-
-    def series(pts, colour, dash=""):
-        path = " ".join(f"{'M' if k == 0 else 'L'}{x(g):.1f},{y(t):.1f}" for k, (g, t) in enumerate(pts))
+    legend = []
+    for (sch, size), pts in sorted(points.items(), key=lambda kv: (list(SCHEDULERS).index(kv[0][0]), -kv[0][1])):
+        pts.sort()
+        colour, dash = SCHEDULERS[sch], SIZES[size]
+        path = " ".join(f"{'M' if k == 0 else 'L'}{x(g):.1f},{y(v):.1f}" for k, (g, v) in enumerate(pts))
         style = f' stroke-dasharray="{dash}"' if dash else ""
         out.append(f'<path d="{path}" fill="none" stroke="{colour}" stroke-width="2"{style}/>')
-        if not dash:
-            out.extend(f'<circle cx="{x(g):.1f}" cy="{y(t):.1f}" r="3.5" fill="{colour}"/>' for g, t in pts)
-
-    legend = []
-    series([(s * GPUS_PER_SERVER, t) for s, t in sorted(TARGET_US.items())], "#444", "6,4")
-    legend.append(("per-rank target", "#444", "6,4"))
-    for name, colour in COLOURS.items():
-        for points, what, dash in ((rank, "one rank", ""), (whole, "whole plan", "2,3")):
-            pts = sorted((s * GPUS_PER_SERVER, t) for (n, s), t in points.items() if n == name)
-            if pts:
-                if dash:  # the whole plan: a thinner line with markers
-                    series(pts, colour, dash)
-                    out.extend(f'<rect x="{x(g) - 3:.1f}" y="{y(t) - 3:.1f}" width="6" height="6" fill="{colour}"/>'
-                               for g, t in pts)
-                else:
-                    series(pts, colour)
-                legend.append((f"{LABELS[name]}: {what}", colour, dash))
-    pts = sorted((s * GPUS_PER_SERVER, t) for (n, s), t in tlb.items() if n == "zipf")
-    if pts:
-        series(pts, "#2ca02c", "1,3")
-        legend.append(("T_lb (zipf:0.8, 256 MiB)", "#2ca02c", "1,3"))
+        out.extend(f'<circle cx="{x(g):.1f}" cy="{y(v):.1f}" r="3.5" fill="{colour}"/>' for g, v in pts)
+        legend.append((f"{sch}, {size} MiB per GPU", colour, dash))
+    out.extend(f'<rect x="{x(g) - 4:.1f}" y="{y(t) - 1.5:.1f}" width="8" height="3" fill="#444"/>' for g, t in targets)
+    legend.append(("target of the default", "#444", "target"))
     for k, (name, colour, dash) in enumerate(legend):
         ly = top + 10 + k * 20
-        style = f' stroke-dasharray="{dash}"' if dash else ""
-        out.append(f'<line x1="{left + pw + 16}" x2="{left + pw + 46}" y1="{ly}" y2="{ly}" stroke="{colour}" stroke-width="2"{style}/>')
+        if dash == "target":
+            out.append(f'<rect x="{left + pw + 27}" y="{ly - 1.5}" width="8" height="3" fill="{colour}"/>')
+        else:
+            style = f' stroke-dasharray="{dash}"' if dash else ""
+            out.append(f'<line x1="{left + pw + 16}" x2="{left + pw + 46}" y1="{ly}" y2="{ly}" stroke="{colour}" '
+                       f'stroke-width="2"{style}/>')
         out.append(f'<text x="{left + pw + 52}" y="{ly + 4}">{name}</text>')
     out.append("</svg>")
     try:

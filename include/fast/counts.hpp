@@ -100,6 +100,10 @@ inline void validate_server_counts(const server_counts& own, const topology& top
         throw invalid_argument("server counts of server " + std::to_string(own.server) + " have " +
                                std::to_string(own.rows.size()) + " row and " + std::to_string(own.cols.size()) +
                                " column entries, expected " + std::to_string(g * r) + " each");
+    // Or-ed signs first (the common case, all fine, costs a pass); then the first negative named.
+    std::int64_t signs = 0;
+    for (std::size_t k = 0; k < g * r; ++k) signs |= own.rows[k] | own.cols[k];
+    if (signs >= 0) return;
     const int first = own.server * topo.gpus_per_server;
     for (std::size_t k = 0; k < g * r; ++k) {
         if (own.rows[k] < 0)

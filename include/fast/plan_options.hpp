@@ -21,7 +21,7 @@ namespace fast {
 
 /// What make_plan builds.
 enum class scheduler {
-    automatic,       ///< per call, fast or direct, whichever the cost model predicts faster
+    automatic,       ///< per call, fast or direct, whichever costs less end to end, planning included
     fast,            ///< FAST with the policy of plan_options::policy
     fast_unbalanced, ///< stages of the GPU-level matrix, without intra-server balancing
     direct,          ///< everything at once (NCCL / MPI style)
@@ -90,8 +90,8 @@ enum class stage_order {
 };
 
 struct plan_options {
-    /// automatic: FAST where the cost model predicts it faster than direct, direct where not
-    /// (latency-bound calls: small messages pay FAST's steps; planner::choose).
+    /// automatic: FAST where it costs less than direct end to end, its planning counted in work
+    /// (docs/algorithm.md, "The automatic scheduler"); direct where not (small calls).
     fast::scheduler scheduler = scheduler::automatic;
     fast::policy policy = policy::rail_packed;
     /// Stage order of the exact policy.

@@ -292,6 +292,8 @@ private:
 
     void make_fast() {
         last_scheduler_ = scheduler::fast;
+        out_share_ = detail::busiest_share(counts_->gpus, topo_.servers, topo_.gpus_per_server, true);
+        in_share_ = detail::busiest_share(counts_->gpus, topo_.servers, topo_.gpus_per_server, false);
         switch (options_.policy) {
         case policy::exact: make_exact(); break;
         case policy::bottleneck: make_bottleneck(); break;
@@ -304,7 +306,7 @@ private:
     // its stages packed into steps of G equal slots, shaped and given rails; each rail carries
     // what its slots hold for each pair. Only the shared counts decide the schedule.
     void make_rail_packed() {
-        detail::servers_from_counts(*counts_, servers_);
+        lines_ = detail::summarize_lines(counts_->pair, static_cast<std::size_t>(topo_.servers), line_ws_, entries_ws_);
         if (!schedule_only_ && fast_not_expected_to_win()) {
             make_direct();
             return;
@@ -332,7 +334,7 @@ private:
 
     [[nodiscard]] rail_packing rail_packing_setup() const {
         const int g = topo_.gpus_per_server;
-        const std::int64_t line = detail::largest_line(servers_.pair, static_cast<std::size_t>(topo_.servers));
+        const std::int64_t line = lines_.line;
         const std::int64_t min_step = alpha_bytes(options_.min_step_alphas);
         const double ramp = ramp_for(detail::ceil_div(line, static_cast<std::int64_t>(g)));
         return {{g, min_step, detail::saturate(options_.max_step_share * static_cast<double>(line) / g)},
@@ -385,10 +387,10 @@ private:
     void try_quantum(const rail_packing& setup, double factor, quantum_search& best) {
         work_us_ += candidate_us();
         const std::int64_t q = detail::saturate(static_cast<double>(setup.quantum) * factor);
-        matrix_ = servers_.pair;
+        matrix_.assign(counts_->pair.begin(), counts_->pair.end());
         detail::decompose_quantised(matrix_, topo_.servers, q, stages_, padding_);
         const detail::packing_budget budget{best.found ? best.cost : HUGE_VAL, alpha_bytes(1.0)};
-        if (!detail::packed_step_lengths(stages_, servers_.pair, setup.limits, budget, packing_ws_, lengths_)) return;
+        if (!detail::packed_step_lengths(stages_, counts_->pair, setup.limits, budget, packing_ws_, lengths_)) return;
         std::int64_t bytes = 0;
         for (const std::int64_t n : lengths_) {
             const bool overflow = __builtin_add_overflow(bytes, n, &bytes);
@@ -410,7 +412,7 @@ private:
     // again no longer than they cover (never below the edge), since nothing hides a gather
     // before it.
     void schedule_rail_packed(const rail_packing& setup) {
-        detail::pack_rails(best_stages_, servers_.pair, setup.limits, schedule_, packing_ws_);
+        detail::pack_rails(best_stages_, counts_->pair, setup.limits, schedule_, packing_ws_);
         unshaped_ = schedule_;
         detail::shape_steps(schedule_, setup.shape, shaping_ws_);
         detail::step_lengths(schedule_, step_bytes_);
@@ -635,28 +637,13 @@ private:
     // with its planning. FAST's expected time: the busiest line's bytes on its G NICs, in the
     // fewest steps that can carry them (a stage per server pair of the line with the most, G
     // stages a step) shaped into ramps as shape_steps would, plus the balancing and
-    // redistribution alphas; against direct's predicted time and program. Needs servers_ from
-    // the counts. O(S^2 + R).
+    // redistribution alphas; against direct's predicted time and program. Needs lines_ of the
+    // pair matrix. O(R).
     [[nodiscard]] bool fast_not_expected_to_win() {
         if (options_.scheduler != scheduler::automatic) return false;
-        const auto us = static_cast<std::size_t>(topo_.servers);
         const std::int64_t g = topo_.gpus_per_server;
-        std::int64_t line = 0;
-        std::int64_t pairs = 0;
-        for (std::size_t s = 0; s < us; ++s) {
-            std::int64_t row = 0;
-            std::int64_t col = 0;
-            std::int64_t row_pairs = 0;
-            std::int64_t col_pairs = 0;
-            for (std::size_t d = 0; d < us; ++d) {
-                row += counts_->pair[s * us + d];
-                col += counts_->pair[d * us + s];
-                row_pairs += counts_->pair[s * us + d] > 0;
-                col_pairs += counts_->pair[d * us + s] > 0;
-            }
-            line = std::max({line, row, col});
-            pairs = std::max({pairs, row_pairs, col_pairs});
-        }
+        const std::int64_t line = lines_.line;
+        const std::int64_t pairs = lines_.entries;
         if (line == 0) return true; // nothing crosses servers: FAST has no steps to win with
         const std::int64_t nic = detail::ceil_div(line, g);
         const std::int64_t core = (pairs + g - 1) / g;
@@ -676,9 +663,7 @@ private:
     // factor: the busiest receiving GPU can be far hotter (MoE experts), but streams carry the
     // bytes for hot receivers first, so the last, shrinking steps hold bytes for cold ones.
     [[nodiscard]] double ramp_growth(double ramp) const {
-        return growth_for(detail::busiest_share(servers_.gpu_out, topo_.servers, topo_.gpus_per_server) *
-                              std::max(1, topo_.gpus_per_server - 1),
-                          ramp);
+        return growth_for(out_share_ * std::max(1, topo_.gpus_per_server - 1), ramp);
     }
 
     // The factor for the busiest receiving GPU (share f of its server's inbound bytes): of a
@@ -686,9 +671,7 @@ private:
     // over scale-up after the step. 0 unless that is more than the senders' factor allows: then
     // the receivers decide the shape (see shape_steps).
     [[nodiscard]] double drop_growth(double ramp) const {
-        const double drop = growth_for(
-            detail::busiest_share(servers_.gpu_in, topo_.servers, topo_.gpus_per_server) * topo_.gpus_per_server - 1,
-            ramp);
+        const double drop = growth_for(in_share_ * topo_.gpus_per_server - 1, ramp);
         return drop < ramp_growth(ramp) ? drop : 0.0;
     }
 
@@ -778,8 +761,13 @@ private:
     std::vector<std::int64_t> send_base_;     // per GPU: the loaded tile's offsets (tile_bases)
     std::vector<std::int64_t> recv_base_;
     detail::rail_bytes rail_bytes_;
-    int focus_ = -1;     // make_rank: the rank whose program is being emitted
-    double work_us_ = 0; // planning_work_us of this call so far
+    detail::line_summary lines_; // rail packing: the pair matrix's busiest line
+    std::vector<std::int64_t> line_ws_;
+    std::vector<std::int64_t> entries_ws_;
+    double out_share_ = 0; // the largest share of its server's bytes across servers one GPU sends
+    double in_share_ = 0;  // likewise receives
+    int focus_ = -1;       // make_rank: the rank whose program is being emitted
+    double work_us_ = 0;   // planning_work_us of this call so far
     fast::scheduler last_scheduler_ = scheduler::fast;
     bool schedule_only_ = false; // make_schedule: stop before the emission
     rank_program rank_;

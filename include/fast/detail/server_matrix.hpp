@@ -24,8 +24,6 @@ enum class rail_shares { skip, compute };
 /// What crosses between servers. Pairs are s * S + d; (pair, rail) entries (s * S + d) * G + i.
 struct server_traffic {
     std::vector<std::int64_t> pair;      ///< S x S: what s sends d in all (tile (s, d)'s sum); diagonal 0
-    std::vector<std::int64_t> gpu_out;   ///< per GPU: its inter-server bytes sent
-    std::vector<std::int64_t> gpu_in;    ///< per GPU: its inter-server bytes received
     std::vector<std::int64_t> share;     ///< with shares, per (pair, rail): the rail's balanced share
     std::vector<std::int64_t> server;    ///< with shares, S x S: ceil(pair / G), the per-GPU server matrix
     std::vector<std::uint32_t> own_rank; // balanced_shares' workspace
@@ -41,21 +39,14 @@ inline void summarize_servers(const traffic_summary& sum, rail_shares shares, se
         out.server.assign(us * us, 0);
     }
     out.pair.assign(us * us, 0);
-    out.gpu_out.assign(us * ug, 0);
-    out.gpu_in.assign(us * ug, 0);
     out.own_rank.resize(ug);
     for (std::size_t s = 0; s < us; ++s)
         for (std::size_t d = 0; d < us; ++d) {
             if (s == d) continue;
             const std::size_t at = (s * us + d) * ug;
             const std::int64_t* sent = sum.sent.data() + at;
-            const std::int64_t* received = sum.received.data() + at;
             std::int64_t total = 0;
-            for (std::size_t a = 0; a < ug; ++a) {
-                total += sent[a];
-                out.gpu_out[s * ug + a] += sent[a];
-                out.gpu_in[d * ug + a] += received[a];
-            }
+            for (std::size_t a = 0; a < ug; ++a) total += sent[a];
             if (with_shares) {
                 balanced_shares(total, std::span<const std::int64_t>(sent, ug),
                                 std::span<std::int64_t>(out.share.data() + at, ug), out.own_rank);
@@ -63,18 +54,6 @@ inline void summarize_servers(const traffic_summary& sum, rail_shares shares, se
             }
             out.pair[s * us + d] = total;
         }
-}
-
-/// Fills the pair matrix and the per-GPU bytes across servers of `out` from the shared counts
-/// (what rail packing uses; no shares). O(S^2 + R).
-inline void servers_from_counts(const shared_counts& c, server_traffic& out) {
-    out.pair.assign(c.pair.begin(), c.pair.end());
-    out.gpu_out.resize(c.gpus.size());
-    out.gpu_in.resize(c.gpus.size());
-    for (std::size_t k = 0; k < c.gpus.size(); ++k) {
-        out.gpu_out[k] = c.gpus[k].out;
-        out.gpu_in[k] = c.gpus[k].in;
-    }
 }
 
 /// The largest line sum (row or column) of the n x n row-major matrix `a`, whose total fits
@@ -93,18 +72,52 @@ inline void servers_from_counts(const shared_counts& c, server_traffic& out) {
     return best;
 }
 
-/// The largest share of its server's inter-server bytes that one GPU has in `bytes` (per GPU,
-/// `servers` servers of `g`), at least 1 / g. O(S G).
-[[nodiscard]] inline double busiest_share(std::span<const std::int64_t> bytes, int servers, int g) noexcept {
+/// The busiest line of an n x n row-major matrix: its largest line sum (row or column) and the
+/// most positive entries in one line. One pass in row order; `col_sum` and `col_count` are
+/// workspaces. O(n^2).
+struct line_summary {
+    std::int64_t line = 0;
+    std::int64_t entries = 0;
+};
+
+inline line_summary summarize_lines(std::span<const std::int64_t> a, std::size_t n, std::vector<std::int64_t>& col_sum,
+                                    std::vector<std::int64_t>& col_count) {
+    col_sum.assign(n, 0);
+    col_count.assign(n, 0);
+    line_summary out;
+    for (std::size_t r = 0; r < n; ++r) {
+        const std::int64_t* row = a.data() + r * n;
+        std::int64_t sum = 0;
+        std::int64_t count = 0;
+        for (std::size_t c = 0; c < n; ++c) {
+            sum += row[c];
+            count += row[c] > 0;
+            col_sum[c] += row[c];
+            col_count[c] += row[c] > 0;
+        }
+        out.line = std::max(out.line, sum);
+        out.entries = std::max(out.entries, count);
+    }
+    for (std::size_t c = 0; c < n; ++c) {
+        out.line = std::max(out.line, col_sum[c]);
+        out.entries = std::max(out.entries, col_count[c]);
+    }
+    return out;
+}
+
+/// The largest share of its server's bytes across servers that one GPU sends (`sending`) or
+/// receives, from every GPU's totals (`servers` servers of `g`), at least 1 / g. O(R).
+[[nodiscard]] inline double busiest_share(std::span<const gpu_totals> gpus, int servers, int g, bool sending) noexcept {
     const auto us = static_cast<std::size_t>(servers);
     const auto ug = static_cast<std::size_t>(g);
+    auto bytes = [&](std::size_t k) { return sending ? gpus[k].out : gpus[k].in; };
     double f = 1.0 / static_cast<double>(ug);
     for (std::size_t s = 0; s < us; ++s) {
         std::int64_t all = 0;
-        for (std::size_t a = 0; a < ug; ++a) all += bytes[s * ug + a];
+        for (std::size_t a = 0; a < ug; ++a) all += bytes(s * ug + a);
         if (all > 0)
             for (std::size_t a = 0; a < ug; ++a)
-                f = std::max(f, static_cast<double>(bytes[s * ug + a]) / static_cast<double>(all));
+                f = std::max(f, static_cast<double>(bytes(s * ug + a)) / static_cast<double>(all));
     }
     return f;
 }

@@ -10,7 +10,7 @@ namespace fast::exec {
 
 /// Which plan the executor carries out.
 enum class scheduler {
-    automatic, ///< per call, fast or direct, whichever the planner's cost model predicts faster
+    automatic, ///< per call, fast or direct, whichever costs less end to end (planning included)
     fast,      ///< the FAST schedule: balanced, incast-free steps
     direct,    ///< every transfer posted at once, like NCCL's or MPI's alltoallv (the baseline)
 };
