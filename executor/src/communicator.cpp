@@ -1,8 +1,8 @@
 // The public API of <fast/exec/communicator.hpp>: handles over communicator_impl and
 // request_impl that never throw (every exception becomes a status). The work is in
-// communicator_setup.cpp (creation), communicator_call.cpp (calls), count_agreement.cpp,
-// communicator_exchange.cpp, persistent_request.cpp, communicator_trace.cpp and
-// communicator_teardown.cpp.
+// communicator_setup.cpp (creation), communicator_call.cpp (calls), count_agreement.cpp and its
+// kinds (gather_agreement.cpp, servers_agreement.cpp), communicator_exchange.cpp,
+// persistent_request.cpp, communicator_trace.cpp and communicator_teardown.cpp.
 
 #include "communicator_impl.hpp"
 
@@ -74,6 +74,9 @@ int communicator::servers() const noexcept {
 }
 int communicator::gpus_per_server() const noexcept {
     return impl_ ? impl_->gpus_per_server() : 0;
+}
+exec::agreement communicator::agreement() const noexcept {
+    return impl_ ? impl_->agreement() : exec::agreement::automatic;
 }
 statistics communicator::stats() const noexcept {
     return impl_ ? impl_->stats() : statistics{};

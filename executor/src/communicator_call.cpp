@@ -1,6 +1,6 @@
-// The call path of alltoallv and alltoallv_init: the arguments checked, the counts agreed, the
-// matrix planned (or the last plan reused), scratch grown, this rank's program compiled, and (for
-// alltoallv) carried out.
+// The call path of alltoallv and alltoallv_init: the arguments checked, the counts agreed, this
+// rank's plan made from them (or the last plan reused), scratch grown, this rank's program
+// compiled, and (for alltoallv) carried out.
 
 #include "communicator_impl.hpp"
 
@@ -69,47 +69,42 @@ std::string communicator_impl::validate(const call_args& a) const {
     return {};
 }
 
-// The count agreement (count_agreement.hpp) over the control exchange.
+// The count agreement (count_agreement.hpp), round by round over the control exchange. Its
+// errors are alike on every rank, but for a garbled message, which only this rank saw: then the
+// communicator fails and the peers are told.
 status communicator_impl::agree(call_kind kind, std::uint64_t seq, const call_args& a, std::string_view local_error) {
-    const std::span<const unsigned char> mine = counts_.message(kind, seq, a, local_error);
-    if (status s =
-            exchange(control::counts, seq, mine.data(), mine.size(), counts_.gathered(), "exchanging the counts");
-        !s.ok())
-        return s;
-    return counts_.check();
+    count_agreement& c = *counts_;
+    c.start(kind, seq, a, local_error);
+    for (int n = 0; n < c.rounds(); ++n) {
+        if (status s = exchange(c.round(n)); !s.ok()) return s;
+        if (status s = c.received(n); !s.ok()) {
+            if (s.code() == errc::internal) mark_failed(s);
+            return s;
+        }
+    }
+    return {};
 }
 
-status communicator_impl::plan_matrix() {
-    const auto ur = static_cast<std::size_t>(size_);
-    const bool split = single_segments() && !counts_.all_contiguous();
-    const std::span<const std::uint64_t> agreed = counts_.matrix();
-    if (have_plan_ && split == plan_split_) {
-        bool same = true;
-        for (std::size_t i = 0; i < ur && same; ++i)
-            for (std::size_t j = 0; j < ur; ++j)
-                if (static_cast<std::uint64_t>(matrix_(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j))) !=
-                    agreed[i * ur + j]) {
-                    same = false;
-                    break;
-                }
-        if (same) {
-            ++stats_.plans_reused;
-            return {};
-        }
+// This rank's plan from the agreed counts, or the last call's where the counts (and whether
+// blocks are split) are the same: the plan depends on nothing else.
+status communicator_impl::plan_counts() {
+    const bool split = single_segments() && !counts_->all_contiguous();
+    const fast::shared_counts& shared = counts_->shared();
+    const fast::server_counts& own = counts_->own();
+    if (have_plan_ && split == plan_split_ && shared == plan_shared_ && own == plan_own_) {
+        ++stats_.plans_reused;
+        return {};
     }
     have_plan_ = false;
     have_program_ = false;
-    matrix_.resize(static_cast<Eigen::Index>(ur), static_cast<Eigen::Index>(ur));
-    for (std::size_t i = 0; i < ur; ++i)
-        for (std::size_t j = 0; j < ur; ++j)
-            matrix_(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) =
-                static_cast<std::int64_t>(agreed[i * ur + j]);
     try {
-        rank_plan_ = &(split ? *split_planner_ : *planner_).make_rank(matrix_, rank_);
-        plan_split_ = split;
+        rank_plan_ = &(split ? *split_planner_ : *planner_).make_rank(shared, own, rank_);
     } catch (const fast::invalid_argument& e) {
-        return status(errc::invalid_argument, std::string("the traffic cannot be planned: ") + e.what());
+        return planning_error(e.what());
     }
+    plan_split_ = split;
+    plan_shared_ = shared; // same sizes every call: no allocation once warm
+    plan_own_ = own;
     have_plan_ = true;
     ++stats_.plans_made;
     stats_.last_plan_steps = rank_plan_->steps;
@@ -167,7 +162,7 @@ status communicator_impl::prepare_steps(call_kind kind, const call_args& a, std:
     }
     if (status s = agree(kind, seq, a, local); !s.ok()) return s;
     if (trace_.on()) trace_.call(trace_.current()).agreed_ns = clock_ns();
-    if (status s = plan_matrix(); !s.ok()) return s;
+    if (status s = plan_counts(); !s.ok()) return s;
     if (status s = ensure_scratch(); !s.ok()) return s;
     if (trace_.on()) trace_.call(trace_.current()).planned_ns = clock_ns();
     // This rank's program; reused while the plan and the counts and displacements stay the same.

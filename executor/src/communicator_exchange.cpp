@@ -1,6 +1,7 @@
-// The communicator's control exchange over UCX: the same number of bytes to and from every
-// rank (the handshake at creation, the count agreement of every call), and the flush that ends
-// both. Both are bounded by the timeout; a failure leaves the communicator unusable.
+// The communicator's control exchange over UCX: rounds of messages of one size among a group of
+// ranks (the handshake at creation among all, the count agreement's rounds of every call), and
+// the flush that ends both. Both are bounded by the timeout; a failure leaves the communicator
+// unusable.
 
 #include "communicator_impl.hpp"
 
@@ -16,73 +17,77 @@ using clock = std::chrono::steady_clock;
 
 } // namespace
 
-// Sends `bytes` bytes to every other rank and receives as many from each (rank r's at
-// out + r * bytes): the allgather of every call, over UCX, so that it makes progress for
-// everything else in flight. Bounded by the timeout; a failure leaves the communicator
-// unusable (the ranks no longer agree where they are).
-status communicator_impl::exchange(control kind, std::uint64_t seq, const void* mine, std::size_t bytes,
-                                   std::vector<unsigned char>& out, const char* what) {
-    const auto ur = static_cast<std::size_t>(size_);
-    out.resize(bytes * ur);
-    std::memcpy(out.data() + static_cast<std::size_t>(rank_) * bytes, mine, bytes);
+// One round of the control exchange (exchange_round.hpp): every member of the round's group
+// sends each other member a message of the same size and receives one from each, over UCX, so
+// that it makes progress for everything else in flight. Bounded by the timeout; a failure leaves
+// the communicator unusable (the ranks no longer agree where they are). Allocates nothing once
+// the slots have grown to the largest group (the handshake's: every rank).
+status communicator_impl::exchange(const exchange_round& r) {
+    const auto n = static_cast<std::size_t>(r.group.count);
+    const auto me = static_cast<std::size_t>(r.group.index_of(rank_));
+    std::memcpy(r.recv + me * r.bytes, r.send + me * r.send_stride, r.bytes);
     slot_block& b = exchange_slots_;
-    b.slots.assign(2 * ur, op_slot{});
+    b.slots.assign(2 * n, op_slot{});
     b.completed = 0;
-    // Sized before anything is posted (cancelling must not allocate), and kept: no allocation
-    // per call once the size is known.
-    exchange_closing_.assign(ur, op_slot{});
+    // Sized before anything is posted (cancelling must not allocate), and kept.
+    exchange_closing_.assign(static_cast<std::size_t>(size_), op_slot{});
     exchange_state x;
     try {
-        post_exchange(kind, seq, mine, bytes, out, x);
-        if (x.error.empty()) wait_exchange(x);
-        if (x.error.empty()) check_exchange(bytes, x);
+        post_exchange(r, x);
+        if (x.error.empty()) wait_exchange(r, x);
+        if (x.error.empty()) check_exchange(r, x);
         if (x.error.empty()) return {};
-        const status failure(x.code, "rank " + std::to_string(rank_) + ": " + what + ": " + x.error);
+        const status failure(x.code, "rank " + std::to_string(rank_) + ": " + r.what + ": " + x.error);
         mark_failed(failure); // tells the peers before the endpoints are closed
-        cancel_exchange(x.expected);
+        cancel_exchange(r.group, x.expected);
         return failure;
     } catch (...) {
-        // Out of memory building a message: handled here, while `out` and `mine` are still
+        // Out of memory building a message: handled here, while the round's buffers are still
         // alive under UCX, not by unwinding past them.
         const status failure = fail_thrown(); // tells the peers before the endpoints are closed
-        cancel_exchange(x.expected);
+        cancel_exchange(r.group, x.expected);
         return failure;
     }
 }
 
-// Posts a receive from every other rank (slot r), then a send to every other rank (slot R + r);
-// stops at the first that fails.
-void communicator_impl::post_exchange(control kind, std::uint64_t seq, const void* mine, std::size_t bytes,
-                                      std::vector<unsigned char>& out, exchange_state& x) {
-    const auto ur = static_cast<std::size_t>(size_);
+// Posts a receive from every other member (slot k), then a send to every other member (slot
+// n + k); stops at the first that fails.
+void communicator_impl::post_exchange(const exchange_round& r, exchange_state& x) {
+    const auto n = static_cast<std::size_t>(r.group.count);
     slot_block& b = exchange_slots_;
-    for (int r = 0; r < size_ && x.error.empty(); ++r) {
-        if (r == rank_) continue;
-        op_slot& s = b.slots[static_cast<std::size_t>(r)];
+    for (std::size_t k = 0; k < n && x.error.empty(); ++k) {
+        const int peer = r.group.rank_at(static_cast<int>(k));
+        if (peer == rank_) continue;
+        op_slot& s = b.slots[k];
         s.block = &b;
-        const ucs_status_t st = worker_.recv(out.data() + static_cast<std::size_t>(r) * bytes, bytes, false,
-                                             make_control_tag(kind, seq, r), s, true);
+        const ucs_status_t st =
+            worker_.recv(r.recv + k * r.bytes, r.bytes, false, make_control_tag(r.kind, r.seq, peer), s, true);
         if (st == UCS_INPROGRESS) ++x.expected;
-        else if (st != UCS_OK) x.error = "receiving from rank " + std::to_string(r) + ": " + ucx_error(st);
+        else if (st != UCS_OK) x.error = "receiving from rank " + std::to_string(peer) + ": " + ucx_error(st);
     }
-    for (int r = 0; r < size_ && x.error.empty(); ++r) {
-        if (r == rank_) continue;
-        op_slot& s = b.slots[ur + static_cast<std::size_t>(r)];
+    for (std::size_t k = 0; k < n && x.error.empty(); ++k) {
+        const int peer = r.group.rank_at(static_cast<int>(k));
+        if (peer == rank_) continue;
+        op_slot& s = b.slots[n + k];
         s.block = &b;
-        const ucs_status_t st = worker_.send(r, mine, bytes, false, make_control_tag(kind, seq, rank_), s, true);
+        const ucs_status_t st = worker_.send(peer, r.send + k * r.send_stride, r.bytes, false,
+                                             make_control_tag(r.kind, r.seq, rank_), s, true);
         if (st == UCS_INPROGRESS) ++x.expected;
         else if (st != UCS_OK) {
-            x.code = worker_.peer(r).error != UCS_OK ? errc::peer_failure : errc::transport;
-            x.error = "sending to rank " + std::to_string(r) + ": " + ucx_error(st);
+            x.code = worker_.peer(peer).error != UCS_OK ? errc::peer_failure : errc::transport;
+            x.error = "sending to rank " + std::to_string(peer) + ": " + ucx_error(st);
         }
     }
 }
 
-// Progresses until every posted message completed, a peer gave up or failed, or the timeout.
-void communicator_impl::wait_exchange(exchange_state& x) {
-    const auto ur = static_cast<std::size_t>(size_);
+// Progresses until every posted message completed, a peer gave up or failed, or the timeout. In
+// a later round of a protocol (r.follows) a timeout first waits a little longer for an abort:
+// a silent member may be stuck in an earlier round behind a rank that is gone, and its own
+// timeout, which names that rank, comes about as soon as this one.
+void communicator_impl::wait_exchange(const exchange_round& r, exchange_state& x) {
     const slot_block& b = exchange_slots_;
-    const auto deadline = clock::now() + cfg_.timeout;
+    auto deadline = clock::now() + cfg_.timeout;
+    bool grace = !r.follows;
     std::size_t seen = worker_.error_events();
     while (b.completed < x.expected) {
         if (worker_.aborted()) {
@@ -94,71 +99,88 @@ void communicator_impl::wait_exchange(exchange_state& x) {
         }
         if (worker_.error_events() != seen) {
             seen = worker_.error_events();
-            for (int r = 0; r < size_; ++r)
-                if (r != rank_ && worker_.peer(r).error != UCS_OK &&
-                    (!b.slots[static_cast<std::size_t>(r)].done || !b.slots[ur + static_cast<std::size_t>(r)].done)) {
-                    x.code = errc::peer_failure;
-                    x.error = "rank " + std::to_string(r) + " failed (" + ucx_error(worker_.peer(r).error) + ")";
-                    return;
-                }
+            if (const int failed = failed_member(r.group); failed >= 0) {
+                x.code = errc::peer_failure;
+                x.error = "rank " + std::to_string(failed) + " failed (" + ucx_error(worker_.peer(failed).error) + ")";
+                return;
+            }
         }
         // The deadline every round, not only when progress runs dry: it may never do.
         const bool idle = worker_.progress() == 0;
         if (b.completed < x.expected && clock::now() > deadline) {
+            if (!grace) {
+                grace = true;
+                deadline = clock::now() + std::min(cfg_.timeout / 4, std::chrono::milliseconds(1000));
+                continue;
+            }
             x.code = errc::timeout;
-            x.error = "no message within " + std::to_string(cfg_.timeout.count()) + " ms from " + silent_ranks();
+            x.error = "no message within " + std::to_string(cfg_.timeout.count()) + " ms from " + silent_ranks(r.group);
             return;
         }
         if (idle) worker_.idle(deadline);
     }
 }
 
-// "ranks 2, 5" (at most 8 named): the ranks whose message of the current exchange has not come.
-std::string communicator_impl::silent_ranks() const {
+// The first member with a failed endpoint whose message of the current round is outstanding,
+// or -1.
+int communicator_impl::failed_member(const rank_group& g) const {
+    const auto n = static_cast<std::size_t>(g.count);
+    for (std::size_t k = 0; k < n; ++k) {
+        const int peer = g.rank_at(static_cast<int>(k));
+        if (peer != rank_ && worker_.peer(peer).error != UCS_OK &&
+            (!exchange_slots_.slots[k].done || !exchange_slots_.slots[n + k].done))
+            return peer;
+    }
+    return -1;
+}
+
+// "ranks 2, 5" (at most 8 named): the members whose message of the current round has not come.
+std::string communicator_impl::silent_ranks(const rank_group& g) const {
     std::string missing;
     int count = 0;
-    for (int r = 0; r < size_; ++r)
-        if (r != rank_ && !exchange_slots_.slots[static_cast<std::size_t>(r)].done && ++count <= 8)
-            missing += (count > 1 ? ", " : "") + std::to_string(r);
+    for (int k = 0; k < g.count; ++k)
+        if (g.rank_at(k) != rank_ && !exchange_slots_.slots[static_cast<std::size_t>(k)].done && ++count <= 8)
+            missing += (count > 1 ? ", " : "") + std::to_string(g.rank_at(k));
     return std::string("rank") + (count > 1 ? "s " : " ") + (missing.empty() ? "(none: sends pending)" : missing) +
            (count > 8 ? ", ..." : "");
 }
 
-// Every message of a completed exchange succeeded and brought `bytes` bytes.
-void communicator_impl::check_exchange(std::size_t bytes, exchange_state& x) {
-    const auto ur = static_cast<std::size_t>(size_);
-    for (int r = 0; r < size_; ++r) {
-        if (r == rank_) continue;
-        const op_slot& in = exchange_slots_.slots[static_cast<std::size_t>(r)];
-        const op_slot& outgoing = exchange_slots_.slots[ur + static_cast<std::size_t>(r)];
-        const ucs_status_t peer_error = worker_.peer(r).error;
+// Every message of a completed round succeeded and brought r.bytes bytes.
+void communicator_impl::check_exchange(const exchange_round& r, exchange_state& x) {
+    const auto n = static_cast<std::size_t>(r.group.count);
+    for (std::size_t k = 0; k < n; ++k) {
+        const int peer = r.group.rank_at(static_cast<int>(k));
+        if (peer == rank_) continue;
+        const op_slot& in = exchange_slots_.slots[k];
+        const op_slot& outgoing = exchange_slots_.slots[n + k];
+        const ucs_status_t peer_error = worker_.peer(peer).error;
         if (in.status != UCS_OK || outgoing.status != UCS_OK) {
             x.code = peer_error != UCS_OK ? errc::peer_failure : errc::transport;
-            x.error = "with rank " + std::to_string(r) + ": " +
+            x.error = "with rank " + std::to_string(peer) + ": " +
                       ucx_error(peer_error != UCS_OK  ? peer_error
                                 : in.status != UCS_OK ? in.status
                                                       : outgoing.status);
             return;
         }
-        if (in.length != bytes) { // both ends agree on the size of every exchange: a bug
+        if (in.length != r.bytes) { // both ends agree on the size of every round: a bug
             x.code = errc::internal;
-            x.error = "rank " + std::to_string(r) + " sent " + std::to_string(in.length) + " bytes, expected " +
-                      std::to_string(bytes);
+            x.error = "rank " + std::to_string(peer) + " sent " + std::to_string(in.length) + " bytes, expected " +
+                      std::to_string(r.bytes);
             return;
         }
     }
 }
 
-// Cancels what an exchange posted: receives directly, sends by closing their endpoints. Never
+// Cancels what a round posted: receives directly, sends by closing their endpoints. Never
 // throws, so it also runs when a message cannot be built for lack of memory.
-void communicator_impl::cancel_exchange(std::size_t expected) noexcept {
-    const auto ur = static_cast<std::size_t>(size_);
+void communicator_impl::cancel_exchange(const rank_group& g, std::size_t expected) noexcept {
+    const auto n = static_cast<std::size_t>(g.count);
     slot_block& b = exchange_slots_;
-    for (int r = 0; r < size_; ++r) {
-        if (r == rank_) continue;
-        worker_.cancel(b.slots[static_cast<std::size_t>(r)]);
-        if (!b.slots[ur + static_cast<std::size_t>(r)].done)
-            (void)worker_.force_close(r, exchange_closing_[static_cast<std::size_t>(r)]);
+    for (std::size_t k = 0; k < n; ++k) {
+        const int peer = g.rank_at(static_cast<int>(k));
+        if (peer == rank_) continue;
+        worker_.cancel(b.slots[k]);
+        if (!b.slots[n + k].done) (void)worker_.force_close(peer, exchange_closing_[static_cast<std::size_t>(peer)]);
     }
     worker_.drain(b, expected, exchange_closing_, std::min(cfg_.timeout, std::chrono::milliseconds(200)));
 }

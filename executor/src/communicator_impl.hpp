@@ -14,11 +14,11 @@
 #include <fast/exec/communicator.hpp>
 #include <fast/planner.hpp>
 #include <fast/rank_program.hpp>
-#include <fast/traffic.hpp>
 
 #include "call_args.hpp"
 #include "count_agreement.hpp"
 #include "engine.hpp"
+#include "exchange_round.hpp"
 #include "memory.hpp"
 #include "program.hpp"
 #include "trace.hpp"
@@ -42,6 +42,8 @@ public:
     [[nodiscard]] int size() const noexcept { return size_; }
     [[nodiscard]] int servers() const noexcept { return topo_.servers; }
     [[nodiscard]] int gpus_per_server() const noexcept { return topo_.gpus_per_server; }
+    /// The count agreement every call runs (gather or servers).
+    [[nodiscard]] exec::agreement agreement() const noexcept;
     [[nodiscard]] const statistics& stats() const noexcept { return stats_; }
     [[nodiscard]] statistics& stats() noexcept { return stats_; }
 
@@ -70,7 +72,7 @@ private:
     void write_trace() noexcept;
     void trace_call_end(const status& s, bool planned) noexcept;
     status agree(call_kind kind, std::uint64_t seq, const call_args& a, std::string_view local_error);
-    status plan_matrix();
+    status plan_counts();
     status ensure_scratch();
     // Creation, round by round.
     status set_up(std::vector<unsigned char>& address);
@@ -87,14 +89,13 @@ private:
         errc code = errc::transport;
         std::string error; ///< empty while all is well
     };
-    status exchange(control kind, std::uint64_t seq, const void* mine, std::size_t bytes,
-                    std::vector<unsigned char>& out, const char* what);
-    void post_exchange(control kind, std::uint64_t seq, const void* mine, std::size_t bytes,
-                       std::vector<unsigned char>& out, exchange_state& x);
-    void wait_exchange(exchange_state& x);
-    void check_exchange(std::size_t bytes, exchange_state& x);
-    [[nodiscard]] std::string silent_ranks() const;
-    void cancel_exchange(std::size_t expected) noexcept;
+    status exchange(const exchange_round& r);
+    void post_exchange(const exchange_round& r, exchange_state& x);
+    void wait_exchange(const exchange_round& r, exchange_state& x);
+    void check_exchange(const exchange_round& r, exchange_state& x);
+    [[nodiscard]] int failed_member(const rank_group& g) const;
+    [[nodiscard]] std::string silent_ranks(const rank_group& g) const;
+    void cancel_exchange(const rank_group& g, std::size_t expected) noexcept;
     status flush();
     status gather(const void* send, std::size_t bytes, std::vector<unsigned char>& out);
     [[nodiscard]] std::string validate(const call_args& a) const;
@@ -110,10 +111,11 @@ private:
     std::unique_ptr<fast::planner> split_planner_; ///< with split blocks (single-segment messages)
     std::unique_ptr<operation> operation_;         ///< runs this communicator's blocking calls
 
-    // This rank's part of the plan of the last matrix (cache), and whether it splits blocks.
+    // This rank's part of the plan of the last counts (cache), and whether it splits blocks.
     bool have_plan_ = false;
     bool plan_split_ = false;
-    fast::traffic_matrix matrix_;
+    fast::shared_counts plan_shared_;
+    fast::server_counts plan_own_;
     const fast::rank_program* rank_plan_ = nullptr;
     // Its compiled program, the counts and displacements it was compiled for.
     bool have_program_ = false;
@@ -129,8 +131,8 @@ private:
     bool busy_ = false;
     status failed_; ///< not ok once unusable
     statistics stats_;
-    tracer trace_;           ///< config.trace / FAST_TRACE
-    count_agreement counts_; ///< the current call's agreed traffic matrix
+    tracer trace_;                            ///< config.trace / FAST_TRACE
+    std::unique_ptr<count_agreement> counts_; ///< every call's count agreement
     slot_block exchange_slots_;
     std::vector<op_slot> exchange_closing_; ///< exchange()'s endpoint-close slots, kept between calls
 };

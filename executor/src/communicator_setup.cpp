@@ -29,6 +29,8 @@ struct hello {
     std::int32_t memory;
     std::int32_t iov;
     std::int32_t flow;
+    std::int32_t agreement; // config.agreement, or FAST_AGREEMENT where set
+    std::int32_t reserved;
     exec::fabric fabric;
     std::uint64_t address_bytes;
     char host[320];
@@ -66,6 +68,19 @@ std::string fabric_error(const exec::fabric& f) {
     return {};
 }
 
+// FAST_AGREEMENT's agreement, or `fallback` where it is not set; false if it names none.
+bool agreement_from_environment(exec::agreement fallback, exec::agreement& out) {
+    const char* env = std::getenv("FAST_AGREEMENT");
+    out = fallback;
+    if (env == nullptr) return true;
+    for (const exec::agreement a : {exec::agreement::automatic, exec::agreement::gather, exec::agreement::servers})
+        if (to_string(a) == env) {
+            out = a;
+            return true;
+        }
+    return false;
+}
+
 // What is wrong with `cfg` on its own, or "".
 std::string config_error(const config& cfg) {
     if (cfg.timeout.count() <= 0)
@@ -83,7 +98,20 @@ std::string config_error(const config& cfg) {
     if (cfg.scheduler != exec::scheduler::automatic && cfg.scheduler != exec::scheduler::fast &&
         cfg.scheduler != exec::scheduler::direct)
         return "config.scheduler is not a known scheduler";
+    if (cfg.agreement != exec::agreement::automatic && cfg.agreement != exec::agreement::gather &&
+        cfg.agreement != exec::agreement::servers)
+        return "config.agreement is not a known agreement";
+    if (exec::agreement a; !agreement_from_environment(cfg.agreement, a))
+        return "FAST_AGREEMENT must be automatic, gather or servers, got '" +
+               std::string(std::getenv("FAST_AGREEMENT")).substr(0, 40) + "'";
     return {};
+}
+
+// The agreement `a` runs on `t`: automatic is the one the cost model predicts faster.
+fast::agreement_kind agreement_on(exec::agreement a, const fast::topology& t) {
+    return a == exec::agreement::gather    ? fast::agreement_kind::gather
+           : a == exec::agreement::servers ? fast::agreement_kind::servers
+                                           : fast::plan_agreement(t).kind;
 }
 
 // The planner's scheduler for the executor's.
@@ -104,12 +132,16 @@ status compare_configurations(const hello& h, const hello& h0, int r, const std:
     auto sched = [](std::int32_t v) { return std::string(to_string(static_cast<exec::scheduler>(v))); };
     auto mem = [](std::int32_t v) { return std::string(to_string(static_cast<exec::memory>(v))); };
     auto flow = [](std::int32_t v) { return std::string(to_string(static_cast<exec::flow_control>(v))); };
+    auto agreement = [](std::int32_t v) { return std::string(to_string(static_cast<exec::agreement>(v))); };
     if (h.gpus_per_server != h0.gpus_per_server)
         return differs("gpus_per_server", std::to_string(h.gpus_per_server), std::to_string(h0.gpus_per_server));
     if (h.scheduler != h0.scheduler) return differs("scheduler", sched(h.scheduler), sched(h0.scheduler));
     if (h.memory != h0.memory) return differs("memory", mem(h.memory), mem(h0.memory));
     if (h.iov != h0.iov) return differs("iov", h.iov ? "true" : "false", h0.iov ? "true" : "false");
     if (h.flow != h0.flow) return differs("flow", flow(h.flow), flow(h0.flow));
+    if (h.agreement != h0.agreement)
+        return differs("agreement (config.agreement or FAST_AGREEMENT)", agreement(h.agreement),
+                       agreement(h0.agreement));
     for (const fabric_field& f : fabric_fields)
         if (h.fabric.*f.value != h0.fabric.*f.value)
             return differs(f.name, fast::detail::format_number(h.fabric.*f.value),
@@ -147,6 +179,7 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
     rank_ = boot.rank;
     size_ = boot.size;
     cfg_ = cfg;
+    (void)agreement_from_environment(cfg.agreement, cfg_.agreement); // a bad value: config_error
     boot_ = boot;
     // A local failure is reported through the first allgather, so that all ranks agree.
     std::vector<unsigned char> address;
@@ -176,7 +209,7 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
         split_planner_ = std::make_unique<fast::planner>(topo_, options);
     }
     operation_ = std::make_unique<operation>(worker_, *memory_, cfg_.timeout, rank_, credits());
-    counts_ = count_agreement(size_);
+    counts_ = make_count_agreement(agreement_on(cfg_.agreement, topo_), topo_, rank_);
     return {};
 }
 
@@ -224,6 +257,7 @@ status communicator_impl::agree_on_configuration(const status& local, std::size_
     mine.memory = static_cast<std::int32_t>(cfg_.memory);
     mine.iov = cfg_.iov ? 1 : 0;
     mine.flow = static_cast<std::int32_t>(cfg_.flow);
+    mine.agreement = static_cast<std::int32_t>(cfg_.agreement);
     mine.fabric = cfg_;
     mine.address_bytes = address_bytes;
     put_text(mine.host, host_key());
@@ -291,11 +325,17 @@ status communicator_impl::report_connection(const status& connected) {
 // after every peer has finished its flush, so no flush waits on a rank that has gone on to block
 // outside UCX (in the bootstrap's allgather, or in MPI).
 status communicator_impl::handshake() {
-    std::uint64_t mine = wire_magic ^ static_cast<std::uint64_t>(rank_);
-    std::vector<unsigned char> all;
-    if (status s = exchange(control::hello, 0, &mine, sizeof mine, all, "exchanging the first message with every peer");
-        !s.ok())
-        return s;
+    const std::uint64_t mine = wire_magic ^ static_cast<std::uint64_t>(rank_);
+    std::vector<unsigned char> all(sizeof mine * static_cast<std::size_t>(size_));
+    exchange_round round{control::hello,
+                         0,
+                         rank_group::all(size_),
+                         sizeof mine,
+                         reinterpret_cast<const unsigned char*>(&mine),
+                         0,
+                         all.data(),
+                         "exchanging the first message with every peer"};
+    if (status s = exchange(round); !s.ok()) return s;
     for (int r = 0; r < size_; ++r) {
         std::uint64_t v = 0;
         std::memcpy(&v, all.data() + static_cast<std::size_t>(r) * sizeof v, sizeof v);
@@ -304,7 +344,15 @@ status communicator_impl::handshake() {
                                                ": received a garbled first message from rank " + std::to_string(r));
     }
     if (status s = flush(); !s.ok()) return s;
-    return exchange(control::ready, 0, &mine, sizeof mine, all, "exchanging the second message with every peer");
+    round.kind = control::ready;
+    round.what = "exchanging the second message with every peer";
+    return exchange(round);
+}
+
+// The agreement in force, as the configuration names it.
+exec::agreement communicator_impl::agreement() const noexcept {
+    return counts_ && counts_->kind() == fast::agreement_kind::servers ? exec::agreement::servers
+                                                                       : exec::agreement::gather;
 }
 
 } // namespace fast::exec::detail

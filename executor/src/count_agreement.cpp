@@ -1,42 +1,36 @@
 #include "count_agreement.hpp"
 
 #include <cstring>
-#include <string>
 
+#include "gather_agreement.hpp"
 #include "program.hpp" // contiguous_layout
+#include "servers_agreement.hpp"
 #include "wire.hpp"
 
 namespace fast::exec::detail {
 
-namespace {
-
-// The header of every rank's message; its 2R counts follow it (send counts, then receive counts).
-struct call_header {
-    std::uint64_t magic;
-    std::uint64_t seq;
-    std::int32_t kind;
-    std::int32_t error;
-    std::uint32_t layout; // contiguous_layout() of the sender's displacements
-    std::uint32_t reserved;
-    char text[240];
-};
-
-std::uint64_t load_u64(const unsigned char* p) {
-    std::uint64_t v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
+std::unique_ptr<count_agreement> make_count_agreement(fast::agreement_kind kind, const fast::topology& topo, int rank) {
+    if (kind == fast::agreement_kind::servers) return std::make_unique<servers_agreement>(topo, rank);
+    return std::make_unique<gather_agreement>(topo, rank);
 }
 
-} // namespace
+received_bytes bytes_received(count_agreement& a, const fast::topology& topo, int rank) {
+    received_bytes out;
+    for (int n = 0; n < a.rounds(); ++n) {
+        const exchange_round r = a.round(n);
+        for (int k = 0; k < r.group.count; ++k) {
+            const int peer = r.group.rank_at(k);
+            if (peer == rank) continue;
+            (topo.server_of(peer) == topo.server_of(rank) ? out.local : out.network) +=
+                static_cast<std::int64_t>(r.bytes);
+        }
+    }
+    return out;
+}
 
-count_agreement::count_agreement(int size)
-    : size_(static_cast<std::size_t>(size)), stride_(sizeof(call_header) + 2 * size_ * sizeof(std::uint64_t)),
-      mine_(stride_), gathered_(stride_ * size_), matrix_(size_ * size_) {}
-
-std::span<const unsigned char> count_agreement::message(call_kind kind, std::uint64_t seq, const call_args& a,
-                                                        std::string_view local_error) {
-    kind_ = kind;
-    mine_.assign(stride_, 0);
+void write_counts_message(std::span<unsigned char> out, int ranks, call_kind kind, std::uint64_t seq,
+                          const call_args& a, std::string_view local_error) noexcept {
+    std::memset(out.data(), 0, out.size());
     call_header h{};
     h.magic = wire_magic;
     h.seq = seq;
@@ -44,75 +38,76 @@ std::span<const unsigned char> count_agreement::message(call_kind kind, std::uin
     h.error = local_error.empty() ? 0 : static_cast<std::int32_t>(errc::invalid_argument);
     put_text(h.text, local_error);
     if (local_error.empty()) h.layout = contiguous_layout(a.sendcounts, a.sdispls, a.recvcounts, a.rdispls);
-    std::memcpy(mine_.data(), &h, sizeof h);
-    if (local_error.empty()) {
-        unsigned char* counts = mine_.data() + sizeof h;
-        for (std::size_t j = 0; j < size_; ++j) {
-            const std::uint64_t s = a.sendcounts[j], r = a.recvcounts[j];
-            std::memcpy(counts + 8 * j, &s, 8);
-            std::memcpy(counts + 8 * (size_ + j), &r, 8);
-        }
-    }
-    return mine_;
-}
-
-// "alltoallv: ": what every message of this call's agreement starts with.
-std::string count_agreement::prefix() const {
-    return std::string(kind_name(static_cast<std::int32_t>(kind_))) + ": ";
-}
-
-status count_agreement::check() {
-    if (status s = check_same_call(); !s.ok()) return s;
-    const int size = static_cast<int>(size_);
-    if (status s = first_error<call_header>(gathered_, stride_, size, prefix().c_str()); !s.ok()) return s;
-    // Plans need split blocks for single-segment messages unless every rank's blocks lie back to
-    // back in both buffers (any packed range is then one user range).
-    all_contiguous_ = true;
-    for (int r = 0; r < size; ++r)
-        all_contiguous_ =
-            all_contiguous_ && entry<call_header>(gathered_, stride_, r).layout == (send_contiguous | recv_contiguous);
-    return read_counts();
-}
-
-// Every rank is in the same call (sequence number and kind) as rank 0.
-status count_agreement::check_same_call() const {
-    const call_header h0 = entry<call_header>(gathered_, stride_, 0);
-    for (int r = 0; r < static_cast<int>(size_); ++r) {
-        const call_header e = entry<call_header>(gathered_, stride_, r);
-        if (e.magic != wire_magic || e.seq != h0.seq || e.kind != h0.kind)
-            return status(errc::invalid_argument,
-                          prefix() + "ranks are in different collective calls: rank 0 in call " +
-                              std::to_string(h0.seq) + " (" + kind_name(h0.kind) + "), rank " + std::to_string(r) +
-                              " in call " + std::to_string(e.seq) + " (" + kind_name(e.kind) +
-                              "); every rank must make the same calls in the same order");
-    }
-    return {};
-}
-
-// The matrix from every rank's send counts; every rank checks every rank's receive counts
-// against what the senders send.
-status count_agreement::read_counts() {
-    const std::size_t ur = size_;
-    std::size_t mismatches = 0;
-    std::string first;
+    std::memcpy(out.data(), &h, sizeof h);
+    if (!local_error.empty()) return; // zeros: a rank whose arguments were rejected counts nothing
+    unsigned char* counts = out.data() + sizeof h;
+    const auto ur = static_cast<std::size_t>(ranks);
     for (std::size_t j = 0; j < ur; ++j) {
-        const unsigned char* cj = gathered_.data() + j * stride_ + sizeof(call_header);
-        for (std::size_t i = 0; i < ur; ++i) {
-            const unsigned char* ci = gathered_.data() + i * stride_ + sizeof(call_header);
-            const std::uint64_t sends = load_u64(ci + 8 * j);
-            const std::uint64_t expects = load_u64(cj + 8 * (ur + i));
-            matrix_[i * ur + j] = sends;
-            if (sends != expects && mismatches++ == 0)
-                first = "rank " + std::to_string(j) + " expects " + std::to_string(expects) + " bytes from rank " +
-                        std::to_string(i) + ", rank " + std::to_string(i) + " sends " + std::to_string(sends);
-        }
+        const std::uint64_t s = a.sendcounts[j], r = a.recvcounts[j];
+        std::memcpy(counts + 8 * j, &s, 8);
+        std::memcpy(counts + 8 * (ur + j), &r, 8);
     }
-    if (mismatches == 0) return {};
-    return status(errc::count_mismatch,
-                  prefix() + first +
-                      (mismatches > 1 ? " (and " + std::to_string(mismatches - 1) + " more mismatched pair" +
-                                            (mismatches > 2 ? "s)" : ")")
-                                      : std::string()));
+}
+
+std::uint64_t sent_count(const unsigned char* message, int j) noexcept {
+    std::uint64_t v;
+    std::memcpy(&v, message + sizeof(call_header) + 8 * static_cast<std::size_t>(j), 8);
+    return v;
+}
+
+std::uint64_t received_count(const unsigned char* message, int ranks, int i) noexcept {
+    return sent_count(message, ranks + i);
+}
+
+call_id call_of(const call_header& h) noexcept {
+    return {h.seq, h.magic == wire_magic ? h.kind : 0};
+}
+
+std::string call_prefix(call_kind kind) {
+    return std::string(kind_name(static_cast<std::int32_t>(kind))) + ": ";
+}
+
+status different_calls(call_id first, int rank, call_id other) {
+    return status(errc::invalid_argument,
+                  std::string(kind_name(first.kind)) + ": ranks are in different collective calls: rank 0 in call " +
+                      std::to_string(first.seq) + " (" + kind_name(first.kind) + "), rank " + std::to_string(rank) +
+                      " in call " + std::to_string(other.seq) + " (" + kind_name(other.kind) +
+                      "); every rank must make the same calls in the same order");
+}
+
+void mismatches::check(int receiver_rank, int sender_rank, std::uint64_t expected, std::uint64_t sent) noexcept {
+    if (expected == sent) return;
+    if (count++ == 0) {
+        receiver = receiver_rank;
+        sender = sender_rank;
+        expects = expected;
+        sends = sent;
+    }
+}
+
+void mismatches::add(const mismatches& later) noexcept {
+    if (later.count == 0) return;
+    if (count == 0) {
+        receiver = later.receiver;
+        sender = later.sender;
+        expects = later.expects;
+        sends = later.sends;
+    }
+    count += later.count;
+}
+
+status mismatch_status(call_kind kind, const mismatches& m) {
+    if (m.count == 0) return {};
+    std::string text = call_prefix(kind) + "rank " + std::to_string(m.receiver) + " expects " +
+                       std::to_string(m.expects) + " bytes from rank " + std::to_string(m.sender) + ", rank " +
+                       std::to_string(m.sender) + " sends " + std::to_string(m.sends);
+    if (m.count > 1)
+        text += " (and " + std::to_string(m.count - 1) + " more mismatched pair" + (m.count > 2 ? "s)" : ")");
+    return status(errc::count_mismatch, text);
+}
+
+status planning_error(std::string_view why) {
+    return status(errc::invalid_argument, "the traffic cannot be planned: " + std::string(why));
 }
 
 } // namespace fast::exec::detail

@@ -42,7 +42,7 @@ struct op {
 /// Tag layout (64 bits). Data (bit 63 clear): bits 55..62 the call's sequence number, bits
 /// 32..54 the sending rank, bits 0..31 the transfer's pair index (the how-many-th transfer from
 /// that sender to this receiver in the call: both ends number them alike, rank_program.hpp).
-/// Control (bit 63 set): bits 56..62 the kind (handshake, counts, abort, credit), bits 32..55
+/// Control (bit 63 set): bits 56..62 the kind (handshake, agreement, abort, credit), bits 32..55
 /// the sequence number, bits 0..31 the sender.
 inline constexpr int tag_sender_shift = 32;
 inline constexpr int tag_seq_shift = 55;
@@ -52,7 +52,18 @@ inline constexpr std::uint64_t tag_control = std::uint64_t{1} << 63;
 /// Ranks a data tag can name.
 inline constexpr int max_ranks = static_cast<int>(tag_sender_mask) + 1;
 
-enum class control : std::uint64_t { hello = 1, ready = 2, counts = 3, abort = 5, credit = 6 };
+/// counts: the gather agreement, and the servers agreement's rows and columns within a server;
+/// parts, findings, verdicts: the servers agreement's later rounds (servers_agreement.hpp).
+enum class control : std::uint64_t {
+    hello = 1,
+    ready = 2,
+    counts = 3,
+    abort = 5,
+    credit = 6,
+    parts = 7,
+    findings = 8,
+    verdicts = 9
+};
 
 /// The low bits of a data tag: transfer `pair_index` from rank `sender`.
 [[nodiscard]] constexpr std::uint64_t data_tag(int sender, std::uint32_t pair_index) noexcept {

@@ -15,7 +15,7 @@
 namespace fast::exec::detail {
 
 inline constexpr std::uint64_t wire_magic = 0x4641535445584543ull; // "FASTEXEC"
-inline constexpr std::uint32_t wire_version = 3;
+inline constexpr std::uint32_t wire_version = 4;                   // 4: config.agreement in the creation's hello
 
 /// Copies `s` into a fixed text field, cut to fit, always terminated.
 template <std::size_t N>
@@ -26,8 +26,8 @@ void put_text(char (&dst)[N], std::string_view s) noexcept {
 }
 
 template <std::size_t N>
-std::string get_text(const char (&src)[N]) {
-    return std::string(src, strnlen(src, N));
+std::string_view get_text(const char (&src)[N]) noexcept {
+    return std::string_view(src, strnlen(src, N));
 }
 
 /// Rank r's record in a gathered buffer (copied out: the buffer holds bytes, not objects).
@@ -37,6 +37,15 @@ T entry(const std::vector<unsigned char>& all, std::size_t stride, int r) {
     T out;
     std::memcpy(&out, all.data() + static_cast<std::size_t>(r) * stride, sizeof out);
     return out;
+}
+
+/// Rank `rank`'s error (`code`, an errc read off the wire, and `text`) and `count - 1` more ranks'
+/// errors, as one message every rank builds the same way.
+inline status rank_error(const char* context, std::int32_t code, int rank, std::string_view text, int count) {
+    std::string msg = std::string(context) + "rank " + std::to_string(rank) + ": " + std::string(text);
+    if (count > 1) msg += " (and " + std::to_string(count - 1) + " more rank" + (count > 2 ? "s" : "") + ")";
+    const auto c = static_cast<errc>(code);
+    return status(c > errc::ok && c <= errc::internal ? c : errc::internal, msg);
 }
 
 /// The first rank whose record (`T::error`, `T::text`) reports an error, as one message every
@@ -52,10 +61,7 @@ status first_error(const std::vector<unsigned char>& all, std::size_t stride, in
         }
     if (first < 0) return {};
     const T e = entry<T>(all, stride, first);
-    std::string msg = std::string(context) + "rank " + std::to_string(first) + ": " + get_text(e.text);
-    if (count > 1) msg += " (and " + std::to_string(count - 1) + " more rank" + (count > 2 ? "s" : "") + ")";
-    const auto code = static_cast<errc>(e.error);
-    return status(code > errc::ok && code <= errc::internal ? code : errc::internal, msg);
+    return rank_error(context, e.error, first, get_text(e.text), count);
 }
 
 } // namespace fast::exec::detail

@@ -79,6 +79,7 @@ public:
     void idle(std::chrono::steady_clock::time_point deadline) noexcept;
     [[nodiscard]] bool blocking() const noexcept { return event_fd_ >= 0; }
     [[nodiscard]] peer_state& peer(int r) noexcept { return peers_[static_cast<std::size_t>(r)]; }
+    [[nodiscard]] const peer_state& peer(int r) const noexcept { return peers_[static_cast<std::size_t>(r)]; }
     [[nodiscard]] ucs_memory_type_t memory_type() const noexcept { return memory_type_; }
     /// How many endpoint errors were reported so far (to notice new ones cheaply).
     [[nodiscard]] std::size_t error_events() const noexcept { return error_events_; }

@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -81,6 +82,17 @@ config make_config(int gpus_per_server, scheduler s = scheduler::fast, bool iov 
     c.flow = flow_;
     c.timeout = std::chrono::milliseconds(30000);
     return c;
+}
+
+// create() on MPI_COMM_WORLD; a communicator must run the agreement FAST_AGREEMENT names, so that
+// the runs with it set test what they claim to.
+status create_comm(const config& c, communicator& comm) {
+    const status s = create(MPI_COMM_WORLD, c, comm);
+    const char* wanted = std::getenv("FAST_AGREEMENT");
+    if (s.ok() && wanted != nullptr && std::string(wanted) != "automatic" && to_string(comm.agreement()) != wanted)
+        fail("FAST_AGREEMENT=" + std::string(wanted) + " but the communicator runs " +
+             std::string(to_string(comm.agreement())));
+    return s;
 }
 
 // Whether every rank got the same message (and code).
@@ -160,7 +172,7 @@ void patterns(int argc, char** argv) {
         for (const variant& v : variants) {
             if (!v.iov && s != servers.back()) continue; // pieces: on one server count
             communicator comm;
-            const status cs = create(MPI_COMM_WORLD, make_config(r / s, v.sched, v.iov), comm);
+            const status cs = create_comm(make_config(r / s, v.sched, v.iov), comm);
             if (!cs.ok()) {
                 fail(std::string("create: ") + cs.message());
                 continue;
@@ -183,7 +195,7 @@ void patterns(int argc, char** argv) {
     }
     // gpus_per_server = 0: all ranks on this host form one server.
     communicator comm;
-    const status cs = create(MPI_COMM_WORLD, make_config(0), comm);
+    const status cs = create_comm(make_config(0), comm);
     if (!cs.ok()) fail(std::string("create (by host): ") + cs.message());
     else {
         if (comm.servers() != 1 || comm.gpus_per_server() != size_) fail("ranks of one host must form one server");
@@ -203,7 +215,7 @@ void repeat(int argc, char** argv) {
     const int calls = std::atoi(option(argc, argv, "--calls", "1000").c_str());
     const int r = size_;
     communicator comm;
-    if (status s = create(MPI_COMM_WORLD, make_config(r >= 4 ? r / 2 : r), comm); !s.ok()) {
+    if (status s = create_comm(make_config(r >= 4 ? r / 2 : r), comm); !s.ok()) {
         fail(std::string("create: ") + s.message());
         return;
     }
@@ -274,7 +286,7 @@ void repeat(int argc, char** argv) {
 void persistent() {
     const int r = size_;
     communicator comm;
-    if (status s = create(MPI_COMM_WORLD, make_config(r >= 4 ? r / 2 : r), comm); !s.ok()) {
+    if (status s = create_comm(make_config(r >= 4 ? r / 2 : r), comm); !s.ok()) {
         fail(std::string("create: ") + s.message());
         return;
     }
@@ -323,7 +335,7 @@ void persistent() {
 void errors() {
     const int r = size_;
     communicator comm;
-    if (status s = create(MPI_COMM_WORLD, make_config(r >= 4 ? r / 2 : r), comm); !s.ok()) {
+    if (status s = create_comm(make_config(r >= 4 ? r / 2 : r), comm); !s.ok()) {
         fail(std::string("create: ") + s.message());
         return;
     }
@@ -351,6 +363,36 @@ void errors() {
                    std::to_string(m(sender, victim)),
                "mismatched counts");
         (void)run_case(comm, m, false, 1, "a correct call after the mismatch");
+    }
+    if (r >= 4) { // Three mismatched pairs on ranks of both servers: the first by receiver, then
+                  // sender, and how many.
+        rank_buffers b = make_buffers(m, rank_, false, 1);
+        std::vector<std::size_t> rc = b.recv.counts;
+        if (rank_ == r - 1) rc[0] -= 5; // less: the blocks stay apart
+        if (rank_ == 1) {
+            rc[static_cast<std::size_t>(r - 1)] -= 7;
+            rc[2] -= 1;
+        }
+        const status s =
+            comm.alltoallv(b.send_data.data(), b.send.counts, b.send.displs, b.recv_data.data(), rc, b.recv.displs);
+        expect(s, errc::count_mismatch,
+               "rank 1 expects " + std::to_string(m(2, 1) - 1) + " bytes from rank 2, rank 2 sends " +
+                   std::to_string(m(2, 1)) + " (and 2 more mismatched pairs)",
+               "three mismatched pairs");
+    }
+    if (r > 1) { // The last rank in another call (alltoallv_init) than the others (alltoallv).
+        rank_buffers b = make_buffers(m, rank_, false, 8);
+        alltoallv_request req;
+        const status s = rank_ == r - 1 ? comm.alltoallv_init(b.send_data.data(), b.send.counts, b.send.displs,
+                                                              b.recv_data.data(), b.recv.counts, b.recv.displs, req)
+                                        : comm.alltoallv(b.send_data.data(), b.send.counts, b.send.displs,
+                                                         b.recv_data.data(), b.recv.counts, b.recv.displs);
+        const std::string call = std::to_string(r >= 4 ? 3 : 2); // the communicator's calls so far
+        expect(s, errc::invalid_argument,
+               "alltoallv: ranks are in different collective calls: rank 0 in call " + call + " (alltoallv), rank " +
+                   std::to_string(r - 1) + " in call " + call + " (alltoallv_init)",
+               "different collective calls");
+        (void)run_case(comm, m, false, 8, "a correct call after the different calls");
     }
     { // Rank 2 passes too few displacements.
         rank_buffers b = make_buffers(m, rank_, false, 2);
@@ -402,8 +444,7 @@ void errors() {
         }
         if ((rank_ == 0 || rank_ == g) && reserve == nullptr) fail("could not reserve address space for the huge test");
         communicator doomed;
-        if (status c = create(MPI_COMM_WORLD, make_config(r / 2), doomed); !c.ok())
-            fail(std::string("create: ") + c.message());
+        if (status c = create_comm(make_config(r / 2), doomed); !c.ok()) fail(std::string("create: ") + c.message());
         const status s = doomed.alltoallv(send, sc, zero, recv, rc, zero);
         if (s.code() != errc::out_of_memory ||
             std::string(s.message()).find("cannot allocate the plan's") == std::string::npos)
@@ -421,15 +462,20 @@ void errors() {
         config c = make_config(r >= 4 ? r / 2 : r);
         if (rank_ == r - 1) c.scheduler = scheduler::direct;
         communicator other;
-        const status s = create(MPI_COMM_WORLD, c, other);
+        const status s = create_comm(c, other);
         if (r > 1) expect(s, errc::invalid_argument, "different configurations", "configurations that differ");
         c.scheduler = scheduler::fast;
         if (rank_ == r - 1) c.scale_out_gbps = 0.0125;
-        if (r > 1)
-            expect(create(MPI_COMM_WORLD, c, other), errc::invalid_argument, "scale_out_gbps", "fabrics that differ");
+        if (r > 1) expect(create_comm(c, other), errc::invalid_argument, "scale_out_gbps", "fabrics that differ");
         c.scale_out_gbps = 0;
-        expect(create(MPI_COMM_WORLD, c, other), errc::invalid_argument, "config.scale_out_gbps must be positive",
+        expect(create_comm(c, other), errc::invalid_argument, "config.scale_out_gbps must be positive",
                "a zero bandwidth");
+        c.scale_out_gbps = 50;
+        c.agreement = rank_ == r - 1 ? agreement::servers : agreement::gather;
+        if (r > 1 && std::getenv("FAST_AGREEMENT") == nullptr) // which overrides config.agreement
+            expect(create_comm(c, other), errc::invalid_argument,
+                   "rank " + std::to_string(r - 1) + " has agreement (config.agreement or FAST_AGREEMENT) = servers",
+                   "agreements that differ");
     }
     { // The planner plans for the fabric given: an emulated 100 Mbit/s cluster works as well.
         config c = make_config(r >= 4 ? r / 2 : r);
@@ -437,23 +483,22 @@ void errors() {
         c.scale_up_gbps = 2.0;
         c.alpha_out_us = 50;
         communicator slow;
-        if (status s = create(MPI_COMM_WORLD, c, slow); !s.ok())
-            fail(std::string("create with a slow fabric: ") + s.message());
+        if (status s = create_comm(c, slow); !s.ok()) fail(std::string("create with a slow fabric: ") + s.message());
         else (void)run_case(slow, m, true, 5, "a slow fabric");
     }
     { // Device memory this build or this UCX cannot serve.
         config c = make_config(r >= 4 ? r / 2 : r);
         c.memory = memory::cuda;
         communicator other;
-        const status s = create(MPI_COMM_WORLD, c, other);
+        const status s = create_comm(c, other);
         expect(s, errc::unsupported, "cuda", "CUDA memory");
         c.memory = memory::hip;
-        expect(create(MPI_COMM_WORLD, c, other), errc::unsupported, "HIP", "HIP memory");
+        expect(create_comm(c, other), errc::unsupported, "HIP", "HIP memory");
     }
     { // gpus_per_server that does not divide the size.
         if (r > 2) {
             communicator other;
-            expect(create(MPI_COMM_WORLD, make_config(r - 1), other), errc::invalid_argument, "does not divide",
+            expect(create_comm(make_config(r - 1), other), errc::invalid_argument, "does not divide",
                    "gpus_per_server not dividing the size");
         }
     }
@@ -463,13 +508,13 @@ void errors() {
         const std::string tls = saved != nullptr ? saved : "";
         setenv("UCX_TLS", "no_such_transport", 1);
         communicator broken;
-        const status s = create(MPI_COMM_WORLD, make_config(r >= 4 ? r / 2 : r), broken);
+        const status s = create_comm(make_config(r >= 4 ? r / 2 : r), broken);
         if (saved != nullptr) setenv("UCX_TLS", tls.c_str(), 1);
         else unsetenv("UCX_TLS");
         expect(s, errc::transport, "rank ", "UCX initialisation failure");
         if (broken.valid()) fail("a communicator whose UCX failed to start claims to be valid");
         communicator again;
-        if (status t = create(MPI_COMM_WORLD, make_config(r >= 4 ? r / 2 : r), again); !t.ok())
+        if (status t = create_comm(make_config(r >= 4 ? r / 2 : r), again); !t.ok())
             fail(std::string("creation after the UCX failure: ") + t.message());
         else (void)run_case(again, m, false, 6, "a call after the UCX failure");
     }
@@ -478,7 +523,7 @@ void errors() {
         config c = make_config(r >= 4 ? r / 2 : r);
         c.timeout = std::chrono::milliseconds(2000);
         communicator lagging;
-        if (status s = create(MPI_COMM_WORLD, c, lagging); !s.ok()) {
+        if (status s = create_comm(c, lagging); !s.ok()) {
             fail(std::string("create: ") + s.message());
         } else if (rank_ != r - 1) {
             rank_buffers b = make_buffers(m, rank_, false, 7);
@@ -523,8 +568,9 @@ int kill_test(int argc, char** argv) {
     config c = make_config(size_ >= 4 ? size_ / 2 : size_);
     c.timeout = std::chrono::milliseconds(timeout_ms);
     communicator comm;
-    if (status s = create(MPI_COMM_WORLD, c, comm); !s.ok()) {
-        write("rank-" + std::to_string(rank_), std::string("fail create: ") + s.message());
+    if (status s = create_comm(c, comm); !s.ok() || failures_ > 0) {
+        write("rank-" + std::to_string(rank_),
+              "fail create: " + std::string(s.ok() ? "not the agreement FAST_AGREEMENT names" : s.message()));
         return 1;
     }
     // Dense traffic: every survivor exchanges data with the victim in the plan.
@@ -567,12 +613,21 @@ int kill_test(int argc, char** argv) {
     const status again = comm.alltoallv(b.send_data.data(), b.send.counts, b.send.displs, b.recv_data.data(),
                                         b.recv.counts, b.recv.displs);
     const auto again_ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t1).count();
+    // The error names the victim ("rank 1 failed", "from rank 1"), whoever saw it first.
+    const std::string named = "rank " + std::to_string(victim);
+    const std::string text = s.message();
+    bool names_victim = false;
+    for (std::size_t at = text.find(named); at != std::string::npos && !names_victim; at = text.find(named, at + 1))
+        names_victim =
+            at + named.size() == text.size() || std::isdigit(static_cast<unsigned char>(text[at + named.size()])) == 0;
     std::string verdict;
     if (s.ok()) verdict = "fail: the call succeeded although rank " + std::to_string(victim) + " died";
+    else if (!names_victim) verdict = "fail: the error does not name rank " + std::to_string(victim) + ": " + text;
     else if (ms > timeout_ms + 5000) verdict = "fail: the error took " + std::to_string(ms) + " ms";
     else if (again.ok() || again_ms > timeout_ms + 5000) verdict = "fail: the next call did not fail at once";
     else
-        verdict = "pass " + std::string(to_string(s.code())) + " after " + std::to_string(ms) + " ms: " + s.message() +
+        verdict = "pass (" + std::string(to_string(comm.agreement())) + " agreement) " +
+                  std::string(to_string(s.code())) + " after " + std::to_string(ms) + " ms: " + s.message() +
                   " | next call: " + again.message();
     write("rank-" + std::to_string(rank_), verdict);
     std::fflush(stdout);
@@ -602,7 +657,7 @@ void megatron(int argc, char** argv) {
     const int g2 = r / servers;
     auto fold = [&](int rank32) { return (rank32 / 8) * g2 + (rank32 % 8) * g2 / 8; };
     communicator comm;
-    if (status s = create(MPI_COMM_WORLD, make_config(gpus > 0 ? gpus : g2), comm); !s.ok()) {
+    if (status s = create_comm(make_config(gpus > 0 ? gpus : g2), comm); !s.ok()) {
         fail(std::string("create: ") + s.message());
         return;
     }
@@ -639,7 +694,10 @@ int main(int argc, char** argv) {
     else if (scenario == "megatron") megatron(argc, argv);
     else fail("unknown scenario " + scenario);
     const bool ok = all_ok(failures_ == 0);
-    if (rank_ == 0) std::printf("%s %s on %d ranks\n", scenario.c_str(), ok ? "passed" : "FAILED", size_);
+    const char* agreement = std::getenv("FAST_AGREEMENT");
+    if (rank_ == 0)
+        std::printf("%s %s on %d ranks (agreement: %s)\n", scenario.c_str(), ok ? "passed" : "FAILED", size_,
+                    agreement != nullptr ? agreement : "automatic");
     MPI_Finalize();
     return ok ? 0 : 1;
 }

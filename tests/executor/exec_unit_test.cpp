@@ -1,7 +1,7 @@
 // Single-process tests of the executor: grouping ranks into servers, compiling plans into
 // per-rank programs against arbitrary user layouts (checked by running every rank's program in
-// one process, byte for byte), the count agreement's messages, and the API on communicators
-// without MPI (one rank, and several ranks as threads with an in-process allgather).
+// one process, byte for byte), and the API on communicators without MPI (one rank, and several
+// ranks as threads with an in-process allgather). The count agreement: count_agreement_test.cpp.
 
 #include <catch2/catch.hpp>
 
@@ -22,7 +22,6 @@
 #include <fast/workload.hpp>
 
 #include "../unit/rank_program_check.hpp"
-#include "count_agreement.hpp"
 #include "exec_support.hpp"
 #include "hosts.hpp"
 #include "program.hpp"
@@ -278,81 +277,6 @@ TEST_CASE("layout flags: blocks back to back in rank order, empty blocks ignored
     CHECK(contiguous_layout(none, any, none, any) == (detail::send_contiguous | detail::recv_contiguous));
 }
 
-// --- the count agreement (count_agreement.hpp), without a transport -------------------------------
-
-namespace {
-
-// Each of `size` ranks' agreement messages, exchanged by hand into `into`'s buffer.
-struct agreement_call {
-    int size;
-    std::vector<std::vector<std::size_t>> send, recv; // per rank: counts to / from every rank
-    std::vector<std::size_t> seq;
-    std::vector<std::string> local_error;
-
-    explicit agreement_call(int r) : size(r), send(r), recv(r), seq(r, 5), local_error(r) {
-        for (int i = 0; i < r; ++i)
-            for (int j = 0; j < r; ++j) send[i].push_back(static_cast<std::size_t>(10 * (i + 1) + j));
-        for (int j = 0; j < r; ++j)
-            for (int i = 0; i < r; ++i) recv[j].push_back(send[i][j]);
-    }
-
-    status agree(detail::count_agreement& into, detail::call_kind kind = detail::call_kind::alltoallv) {
-        std::vector<unsigned char>& all = into.gathered();
-        for (int r = 0; r < size; ++r) {
-            detail::count_agreement theirs(size);
-            const std::vector<std::size_t> displs = packed(send[r]), rdispls = packed(recv[r]);
-            const detail::call_args a{nullptr, send[r], displs, nullptr, recv[r], rdispls};
-            const auto message = theirs.message(kind, seq[r], a, local_error[r]);
-            REQUIRE(message.size() == into.message_bytes());
-            std::copy(message.begin(), message.end(), all.begin() + static_cast<std::ptrdiff_t>(r * message.size()));
-        }
-        const std::vector<std::size_t> displs = packed(send[0]), rdispls = packed(recv[0]);
-        const detail::call_args own{nullptr, send[0], displs, nullptr, recv[0], rdispls};
-        (void)into.message(kind, seq[0], own, local_error[0]); // the checking rank's own call
-        return into.check();
-    }
-
-    static std::vector<std::size_t> packed(const std::vector<std::size_t>& counts) {
-        std::vector<std::size_t> displs;
-        std::size_t at = 0;
-        for (const std::size_t c : counts) displs.push_back(std::exchange(at, at + c));
-        return displs;
-    }
-};
-
-} // namespace
-
-TEST_CASE("the count agreement: the matrix from every rank's counts; mismatches, errors and other calls named") {
-    detail::count_agreement agreement(3);
-    agreement_call call(3);
-    REQUIRE(call.agree(agreement).ok());
-    for (std::size_t i = 0; i < 3; ++i)
-        for (std::size_t j = 0; j < 3; ++j) CHECK(agreement.matrix()[i * 3 + j] == call.send[i][j]);
-    CHECK(agreement.all_contiguous());
-
-    agreement_call mismatched(3);
-    mismatched.recv[2][0] += 1;
-    mismatched.recv[1][2] += 1;
-    status s = mismatched.agree(agreement);
-    CHECK(s.code() == errc::count_mismatch);
-    CHECK(std::string(s.message()) ==
-          "alltoallv: rank 1 expects 32 bytes from rank 2, rank 2 sends 31 (and 1 more mismatched pair)");
-
-    agreement_call rejected(3);
-    rejected.local_error[1] = "sendcounts has 2 entries, expected 3 (one per rank)";
-    s = rejected.agree(agreement, detail::call_kind::alltoallv_init);
-    CHECK(s.code() == errc::invalid_argument);
-    CHECK(std::string(s.message()) == "alltoallv_init: rank 1: sendcounts has 2 entries, expected 3 (one per rank)");
-
-    agreement_call out_of_step(3);
-    out_of_step.seq[2] = 6;
-    s = out_of_step.agree(agreement);
-    CHECK(s.code() == errc::invalid_argument);
-    CHECK_THAT(std::string(s.message()),
-               Catch::StartsWith("alltoallv: ranks are in different collective calls: rank 0 in call 5 (alltoallv), "
-                                 "rank 2 in call 6 (alltoallv)"));
-}
-
 // --- communicators without MPI ------------------------------------------------------------------
 
 namespace {
@@ -399,6 +323,36 @@ TEST_CASE("blocking progress: chosen by config or FAST_PROGRESS, a bad value nam
     CHECK(s.code() == errc::invalid_argument);
     CHECK(std::string(s.message()).find("FAST_PROGRESS must be polling or blocking, got 'sometimes'") !=
           std::string::npos);
+}
+
+TEST_CASE("the count agreement: chosen by config or FAST_AGREEMENT, automatic by the cost model, a bad value named") {
+    fast::traffic_matrix m(1, 1);
+    m(0, 0) = 3000;
+    config cfg;
+    cfg.timeout = std::chrono::milliseconds(10000);
+    communicator comm;
+    REQUIRE(create(single_rank(), cfg, comm).ok());
+    CHECK(comm.agreement() == agreement::gather); // one rank: nothing to exchange, gather on ties
+    ::setenv("FAST_AGREEMENT", "servers", 1);
+    communicator servers;
+    const status made = create(single_rank(), cfg, servers);
+    ::setenv("FAST_AGREEMENT", "everyone", 1);
+    communicator bad;
+    const status refused = create(single_rank(), cfg, bad);
+    ::unsetenv("FAST_AGREEMENT");
+    REQUIRE(made.ok());
+    CHECK(servers.agreement() == agreement::servers);
+    rank_buffers b = make_buffers(m, 0, true, 4);
+    REQUIRE(servers
+                .alltoallv(b.send_data.data(), b.send.counts, b.send.displs, b.recv_data.data(), b.recv.counts,
+                           b.recv.displs)
+                .ok());
+    CHECK(check_recv(m, 0, b.recv, b.recv_data) == "");
+    CHECK(refused.code() == errc::invalid_argument);
+    CHECK(std::string(refused.message()).find("FAST_AGREEMENT must be automatic, gather or servers, got 'everyone'") !=
+          std::string::npos);
+    cfg.agreement = static_cast<agreement>(7);
+    CHECK(create(single_rank(), cfg, bad).code() == errc::invalid_argument);
 }
 
 TEST_CASE("a one-rank communicator copies, checks its arguments and stays usable") {
@@ -581,39 +535,42 @@ TEST_CASE("a message nobody receives is found by its tag and stays queued") {
     CHECK_FALSE(w[1].probe_unexpected(0, 0, seen, length));
 }
 
-TEST_CASE("ranks as threads: the callback bootstrap, both schedulers, skewed non-packed traffic") {
+TEST_CASE("ranks as threads: the callback bootstrap, both schedulers and agreements, skewed non-packed traffic") {
     constexpr int ranks = 4;
-    for (const auto sched : {scheduler::fast, scheduler::direct}) {
-        thread_allgather gather(ranks);
-        std::vector<std::string> errors(ranks);
-        std::vector<std::thread> threads;
-        for (int k = 0; k < ranks; ++k)
-            threads.emplace_back([&, k] {
-                config cfg;
-                cfg.gpus_per_server = 2;
-                cfg.scheduler = sched;
-                cfg.timeout = std::chrono::milliseconds(20000);
-                communicator comm;
-                if (status s = create(gather.boot(k), cfg, comm); !s.ok()) {
-                    errors[static_cast<std::size_t>(k)] = s.message();
-                    return;
-                }
-                for (std::uint64_t seed = 1; seed <= 4; ++seed) {
-                    const fast::traffic_matrix m = random_skewed(ranks, seed, 20000);
-                    rank_buffers b = make_buffers(m, k, seed % 2 == 0, seed);
-                    status s = comm.alltoallv(b.send_data.data(), b.send.counts, b.send.displs, b.recv_data.data(),
-                                              b.recv.counts, b.recv.displs);
-                    if (!s.ok()) {
+    for (const auto sched : {scheduler::fast, scheduler::direct})
+        for (const auto agreed : {agreement::gather, agreement::servers}) {
+            thread_allgather gather(ranks);
+            std::vector<std::string> errors(ranks);
+            std::vector<std::thread> threads;
+            for (int k = 0; k < ranks; ++k)
+                threads.emplace_back([&, k] {
+                    config cfg;
+                    cfg.gpus_per_server = 2;
+                    cfg.scheduler = sched;
+                    cfg.agreement = agreed;
+                    cfg.timeout = std::chrono::milliseconds(20000);
+                    communicator comm;
+                    if (status s = create(gather.boot(k), cfg, comm); !s.ok()) {
                         errors[static_cast<std::size_t>(k)] = s.message();
                         return;
                     }
-                    if (auto e = check_recv(m, k, b.recv, b.recv_data); !e.empty()) {
-                        errors[static_cast<std::size_t>(k)] = e;
-                        return;
+                    if (comm.agreement() != agreed) errors[static_cast<std::size_t>(k)] = "another agreement in force";
+                    for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+                        const fast::traffic_matrix m = random_skewed(ranks, seed, 20000);
+                        rank_buffers b = make_buffers(m, k, seed % 2 == 0, seed);
+                        status s = comm.alltoallv(b.send_data.data(), b.send.counts, b.send.displs, b.recv_data.data(),
+                                                  b.recv.counts, b.recv.displs);
+                        if (!s.ok()) {
+                            errors[static_cast<std::size_t>(k)] = s.message();
+                            return;
+                        }
+                        if (auto e = check_recv(m, k, b.recv, b.recv_data); !e.empty()) {
+                            errors[static_cast<std::size_t>(k)] = e;
+                            return;
+                        }
                     }
-                }
-            });
-        for (auto& t : threads) t.join();
-        for (int k = 0; k < ranks; ++k) CHECK(errors[static_cast<std::size_t>(k)] == "");
-    }
+                });
+            for (auto& t : threads) t.join();
+            for (int k = 0; k < ranks; ++k) CHECK(errors[static_cast<std::size_t>(k)] == "");
+        }
 }

@@ -112,6 +112,9 @@ public:
     [[nodiscard]] int size() const noexcept;
     [[nodiscard]] int servers() const noexcept;
     [[nodiscard]] int gpus_per_server() const noexcept;
+    /// The count agreement its calls run (config::agreement resolved: gather or servers;
+    /// automatic on an invalid communicator).
+    [[nodiscard]] exec::agreement agreement() const noexcept;
 
     /// All-to-All(v), like MPI_Alltoallv with MPI_BYTE (or MPI_Alltoallv_c): the block for rank j
     /// is sendcounts[j] bytes at send + sdispls[j]; the block from rank i lands at

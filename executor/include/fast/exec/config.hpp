@@ -43,6 +43,15 @@ enum class progress {
     blocking,
 };
 
+/// How the ranks agree on a call's counts before planning it (<fast/agreement.hpp>): both check,
+/// alike on every rank, that the ranks are in the same call, that no rank's arguments were
+/// rejected and that every receive count matches its send count.
+enum class agreement {
+    automatic, ///< whichever of the two fast::plan_agreement predicts faster on the communicator's topology
+    gather,    ///< every rank sends every other rank its counts (R^2 numbers to every rank)
+    servers,   ///< rows and columns within a server, server summaries across servers (O(S (S + G)))
+};
+
 /// Where the user's buffers (and the executor's scratch) live.
 enum class memory {
     host, ///< ordinary host memory
@@ -52,6 +61,10 @@ enum class memory {
 
 [[nodiscard]] constexpr std::string_view to_string(scheduler s) noexcept {
     return s == scheduler::automatic ? "automatic" : s == scheduler::fast ? "fast" : "direct";
+}
+
+[[nodiscard]] constexpr std::string_view to_string(agreement a) noexcept {
+    return a == agreement::automatic ? "automatic" : a == agreement::gather ? "gather" : "servers";
 }
 
 [[nodiscard]] constexpr std::string_view to_string(flow_control f) noexcept {
@@ -90,6 +103,9 @@ struct config : fabric {
     exec::scheduler scheduler = exec::scheduler::automatic;
     exec::memory memory = exec::memory::host;
     exec::flow_control flow = exec::flow_control::rendezvous;
+    /// The count agreement of every call (FAST_AGREEMENT=automatic|gather|servers overrides it);
+    /// what is in force must be equal on every rank.
+    exec::agreement agreement = exec::agreement::automatic;
     /// Polling or blocking waits (FAST_PROGRESS=blocking overrides polling); may differ between
     /// ranks.
     exec::progress progress = exec::progress::polling;
