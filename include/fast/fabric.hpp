@@ -53,23 +53,26 @@ namespace detail {
     return "nics[" + std::to_string(index) + "]";
 }
 
-/// Throws naming nics[index] if `n` is not a NIC of a server of `f`.
-inline void validate_nic(const fabric& f, const nic& n, std::size_t index) {
+/// Throws naming nics[index] if `n` is not a NIC of a server of `f`. `listed` (a flag per local
+/// GPU, all false: one allocation for all NICs) is left all false.
+inline void validate_nic(const fabric& f, const nic& n, std::size_t index, std::vector<bool>& listed) {
     const std::string where = nic_path(index);
     if (n.server < 0 || n.server >= f.servers)
         throw invalid_argument(where + ".server: " + std::to_string(n.server) + " is not a server (0 to " +
                                std::to_string(f.servers - 1) + ")");
     if (n.gpus.empty()) throw invalid_argument(where + ".gpus: a NIC serves at least one GPU");
-    std::vector<bool> listed(static_cast<std::size_t>(f.gpus_per_server), false);
+    auto gpu_error = [&](std::size_t k, const std::string& what) {
+        return invalid_argument(where + ".gpus[" + std::to_string(k) + "]: " + what);
+    };
     for (std::size_t k = 0; k < n.gpus.size(); ++k) {
         const int g = n.gpus[k];
-        const std::string at = where + ".gpus[" + std::to_string(k) + "]: ";
         if (g < 0 || g >= f.gpus_per_server)
-            throw invalid_argument(at + std::to_string(g) + " is not a GPU of the server (0 to " +
+            throw gpu_error(k, std::to_string(g) + " is not a GPU of the server (0 to " +
                                    std::to_string(f.gpus_per_server - 1) + ")");
-        if (listed[static_cast<std::size_t>(g)]) throw invalid_argument(at + "GPU " + std::to_string(g) + " twice");
+        if (listed[static_cast<std::size_t>(g)]) throw gpu_error(k, "GPU " + std::to_string(g) + " twice");
         listed[static_cast<std::size_t>(g)] = true;
     }
+    for (const int g : n.gpus) listed[static_cast<std::size_t>(g)] = false;
     if (!(std::isfinite(n.gbps) && n.gbps >= 0))
         throw invalid_argument(where + ".gbps: expected a number >= 0, got " + format_number(n.gbps));
 }
@@ -99,7 +102,8 @@ struct server_reach {
 /// there are several servers, every server with a NIC up (else it cannot reach the others).
 inline void validate(const fabric& f) {
     validate(topology{f.servers, f.gpus_per_server, f.scale_up_gbps, 1.0, f.alpha_up_us, f.alpha_out_us});
-    for (std::size_t i = 0; i < f.nics.size(); ++i) detail::validate_nic(f, f.nics[i], i);
+    std::vector<bool> listed(static_cast<std::size_t>(f.gpus_per_server), false);
+    for (std::size_t i = 0; i < f.nics.size(); ++i) detail::validate_nic(f, f.nics[i], i, listed);
     const std::vector<detail::server_reach> reach = detail::reach_of(f);
     for (int s = 0; s < f.servers; ++s) {
         const detail::server_reach& r = reach[static_cast<std::size_t>(s)];

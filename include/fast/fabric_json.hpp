@@ -30,7 +30,8 @@ namespace fast {
 
 inline constexpr const char* fabric_format = "fast-fabric/1";
 
-/// The most NICs a fabric file may describe (a mistyped server count fails here, not in memory).
+/// The most GPUs, and NICs, a fabric file may describe (a mistyped count fails here, not in
+/// memory).
 inline constexpr std::int64_t max_fabric_nics = std::int64_t{1} << 24;
 
 namespace detail {
@@ -106,6 +107,10 @@ inline fabric read_fabric_fields_json(const nlohmann::json& document, const std:
     json_known_fields(document, name,
                       {"format", "servers", "gpus_per_server", "scale_up_gbps", "alpha_up_us", "alpha_out_us", "nics"});
     const topology t = json_topology_fields(document, name, ": ", false);
+    if (t.ranks() > max_fabric_nics)
+        throw invalid_argument(name + ": servers x gpus_per_server = " + std::to_string(t.servers) + " x " +
+                               std::to_string(t.gpus_per_server) + ", more than " + std::to_string(max_fabric_nics) +
+                               " GPUs");
     fabric f{t.servers, t.gpus_per_server, t.scale_up_gbps, t.alpha_up_us, t.alpha_out_us, {}};
     const nlohmann::json& nics = json_field(document, "nics", name);
     const std::string where = name + ": nics";

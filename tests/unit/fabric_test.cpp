@@ -133,7 +133,10 @@ TEST_CASE("bad fabrics and bad files: one line naming the field and the value") 
          "fabric.json: missing \"alpha_out_us\""},
         {R"({"format": "fast-fabric/1", "servers": 100000000, "gpus_per_server": 8, "scale_up_gbps": 450,
             "alpha_up_us": 3, "alpha_out_us": 10, "nics": {"gbps": 50}})",
-         "fabric.json: nics: 100000000 servers of this layout have more than 16777216 NICs"},
+         "fabric.json: servers x gpus_per_server = 100000000 x 8, more than 16777216 GPUs"},
+        {R"({"format": "fast-fabric/1", "servers": 1000000, "gpus_per_server": 8, "scale_up_gbps": 450,
+            "alpha_up_us": 3, "alpha_out_us": 10, "nics": {"nics_per_gpu": 64, "gbps": 50}})",
+         "fabric.json: nics: 1000000 servers of this layout have more than 16777216 NICs"},
     };
     for (const auto& [text, message] : files) {
         INFO(text);
