@@ -139,8 +139,9 @@ inline void validate(const fabric& f) {
 
 /// The fabric a topology stands for: one NIC per GPU at scale_out_gbps.
 [[nodiscard]] inline fabric uniform_fabric(const topology& t) {
-    return {t.servers,     t.gpus_per_server, t.scale_up_gbps,
-            t.alpha_up_us, t.alpha_out_us,    layout_nics(t.servers, t.gpus_per_server, {1, 1, t.scale_out_gbps})};
+    fabric f{t.servers, t.gpus_per_server, t.scale_up_gbps, t.alpha_up_us, t.alpha_out_us, {}};
+    f.nics = layout_nics(t.servers, t.gpus_per_server, {1, 1, t.scale_out_gbps});
+    return f;
 }
 
 /// A preset as a fabric: `servers` x `gpus_per_server` GPUs with the preset's figures.
