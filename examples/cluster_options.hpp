@@ -2,7 +2,8 @@
 /// \file cluster_options.hpp
 /// The command-line options the tools share (fast-plan, fast-simgrid, alltoallv_perf): the
 /// cluster (servers, GPUs, a preset and overrides of its figures) and the workload, with the
-/// topology and byte counts they describe. Same names, same help, same errors everywhere.
+/// byte counts they describe. Same names, same help, same errors everywhere. The cluster they
+/// describe (a preset's or a fabric file's): cluster_fabric.hpp.
 
 #include <CLI/CLI.hpp>
 
@@ -30,6 +31,11 @@ struct cluster_options {
     std::optional<double> scale_out_gbps;
     std::optional<double> alpha_up_us;
     std::optional<double> alpha_out_us;
+    std::string fabric; ///< a fast-fabric/1 file; empty: FAST_FABRIC, if set
+    /// Whether these were given on the command line (a fabric file must not be contradicted).
+    const CLI::Option* servers_option = nullptr;
+    const CLI::Option* gpus_option = nullptr;
+    const CLI::Option* preset_option = nullptr;
 };
 
 /// A check that a number lies in [min, max], or (min, max] with `open_min`; its message states
@@ -57,8 +63,8 @@ inline const CLI::Validator non_negative(
     "NONNEGATIVE");
 
 inline void add_cluster_options(CLI::App& app, cluster_options& o) {
-    app.add_option("--servers", o.servers, "servers in the cluster")->capture_default_str();
-    app.add_option("--gpus", o.gpus, "GPUs per server")->capture_default_str();
+    o.servers_option = app.add_option("--servers", o.servers, "servers in the cluster")->capture_default_str();
+    o.gpus_option = app.add_option("--gpus", o.gpus, "GPUs per server")->capture_default_str();
     app.add_option(
            "--workload", o.workload,
            "uniform | zipf[:S] | moe[:tokens=N,topk=K,zipf=S|lognormal=SIGMA,token_bytes=B] | file:PATH[@INDEX]")
@@ -68,7 +74,12 @@ inline void add_cluster_options(CLI::App& app, cluster_options& o) {
     app.add_option("--unit-bytes", o.unit_bytes, "multiplier of matrix file entries, e.g. bytes per token")
         ->capture_default_str();
     app.add_option("--seed", o.seed, "seed of the generators")->check(non_negative)->capture_default_str();
-    app.add_option("--preset", o.preset, "h200 (450 / 50 GB/s) or mi300x (448 / 12.5 GB/s)")->capture_default_str();
+    o.preset_option =
+        app.add_option("--preset", o.preset, "h200 (450 / 50 GB/s) or mi300x (448 / 12.5 GB/s)")->capture_default_str();
+    app.add_option("--fabric", o.fabric,
+                   "the cluster from a fast-fabric/1 file (docs/formats.md): servers, GPUs, NICs and figures, "
+                   "instead of --servers, --gpus and --preset (default: $FAST_FABRIC, if set)")
+        ->type_name("FILE");
     app.add_option("--scale-up-gbps", o.scale_up_gbps, "override: scale-up bandwidth per GPU, GB/s");
     app.add_option("--scale-out-gbps", o.scale_out_gbps, "override: scale-out (NIC) bandwidth per GPU, GB/s");
     app.add_option("--alpha-up-us", o.alpha_up_us, "override: scale-up latency per step, us");
@@ -126,18 +137,6 @@ inline void check_matrix_fits(const fast::topology& t) {
         throw fast::invalid_argument(std::to_string(t.servers) + " servers x " + std::to_string(t.gpus_per_server) +
                                      " GPUs: " + matrix_size_text(t.ranks()) + ", more than this machine's " +
                                      human_bytes(memory) + " of memory");
-}
-
-/// The preset with the overrides, validated; its traffic matrix fits in memory.
-[[nodiscard]] inline fast::topology topology_of(const cluster_options& o) {
-    fast::topology t = fast::make_topology(o.servers, o.gpus, fast::parse_preset(o.preset));
-    if (o.scale_up_gbps) t.scale_up_gbps = *o.scale_up_gbps;
-    if (o.scale_out_gbps) t.scale_out_gbps = *o.scale_out_gbps;
-    if (o.alpha_up_us) t.alpha_up_us = *o.alpha_up_us;
-    if (o.alpha_out_us) t.alpha_out_us = *o.alpha_out_us;
-    fast::validate(t);
-    check_matrix_fits(t);
-    return t;
 }
 
 /// `path` opened for writing, or a closed stream when it is empty. The tools open their output

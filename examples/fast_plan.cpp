@@ -8,6 +8,9 @@
 //   fast-plan --workload file:workloads/megatron_moe_4x8.txt --unit-bytes 8K --all
 //                                              every matrix of a file, summarised
 //   fast-plan verify plan.json                 OK with the predicted time, or the first violation
+//   fast-plan fabric --preset mi300x --servers 2 > cluster.json
+//                                              a preset's fabric file, to edit
+//   fast-plan --fabric cluster.json            plans for the cluster that file describes
 //
 // Long runs show what they are doing on stderr when it is a terminal, and nothing otherwise.
 
@@ -17,6 +20,7 @@
 #include <fast/fast.hpp>
 #include <fast/plan_json.hpp>
 
+#include "cluster_fabric.hpp"
 #include "cluster_options.hpp"
 #include "plan_file.hpp"
 #include "timeline_svg.hpp"
@@ -257,7 +261,7 @@ fast_plan::lane_mode parse_lanes(const std::string& s) {
 // The first line of every table.
 void print_cluster(const options& o, const fast::topology& topo) {
     std::printf("fast-plan: %d servers x %d GPUs (%s)\n", topo.servers, topo.gpus_per_server,
-                fast_tools::fabric_text(o.preset, topo).c_str());
+                fast_tools::fabric_text(fast_tools::cluster_source(o), topo).c_str());
 }
 
 // The agreement every call of the cluster pays (agreement.hpp), one line.
@@ -355,8 +359,12 @@ void check_matrix_file(const options& o, const fast::topology& topo, const fast:
     try {
         (void)fast::describe_matrix_file(spec.path, topo.ranks());
     } catch (const fast::invalid_argument& e) {
-        throw fast::invalid_argument(std::string(e.what()) + " (--servers " + std::to_string(o.servers) + " x --gpus " +
-                                     std::to_string(o.gpus) + " = " + std::to_string(topo.ranks()) + " ranks)");
+        const std::string cluster =
+            fast_tools::fabric_file_of(o).empty()
+                ? "--servers " + std::to_string(o.servers) + " x --gpus " + std::to_string(o.gpus)
+                : std::to_string(topo.servers) + " servers x " + std::to_string(topo.gpus_per_server) + " GPUs";
+        throw fast::invalid_argument(std::string(e.what()) + " (" + cluster + " = " + std::to_string(topo.ranks()) +
+                                     " ranks)");
     }
 }
 
@@ -439,8 +447,9 @@ void write_svg(const options& o, std::ofstream& out, const std::vector<variant>&
                (o.unit_bytes != "1" ? " (" + o.unit_bytes + " bytes per unit)" : std::string());
     char bound[64];
     std::snprintf(bound, sizeof bound, "%.1f", c.lower_bound_us);
-    to.subtitle = fast_tools::fabric_text(o.preset, c.topo) + "; " + fast_tools::human_bytes(c.total_bytes) +
-                  " in all; cost model (fast::simulate); T_lb = " + bound + " us";
+    to.subtitle = fast_tools::fabric_text(fast_tools::cluster_source(o), c.topo) + "; " +
+                  fast_tools::human_bytes(c.total_bytes) + " in all; cost model (fast::simulate); T_lb = " + bound +
+                  " us";
     to.lower_bound_us = c.lower_bound_us;
     to.lanes = lanes;
     bar.show("writing " + o.svg + " ...");
@@ -485,6 +494,12 @@ int run_plan(const options& o) {
     if (!o.json.empty()) std::printf("\nplan of %s written to %s\n", variants.front().label.c_str(), o.json.c_str());
     if (!o.svg.empty()) write_svg(o, svg_out, variants, kept, c, lanes, bar);
     return failures == 0 ? 0 : 1;
+}
+
+// fast-plan fabric: the cluster's fabric file on stdout.
+int run_fabric(const options& o) {
+    fast::write_fabric_json(std::cout, fast_tools::fabric_of(o));
+    return 0;
 }
 
 // fast-plan verify FILE: 0 and one line for a valid plan, 1 and the first violation (or why the
@@ -565,10 +580,15 @@ int main(int argc, char** argv) {
     app.set_version_flag("--version", "fast-plan 0.1.0");
     app.footer("Exit status: 0 every plan verified; 1 a plan did not verify; 2 bad options or input (one line on\n"
                "stderr says which). fast-plan verify FILE: 0 the plan is valid; 1 it is not, or FILE cannot be\n"
-               "read as a plan (one line says why); 2 bad options.");
+               "read as a plan (one line says why); 2 bad options. fast-plan fabric: 0 printed; 2 bad options or\n"
+               "fabric file.");
     add_options(app, o);
     CLI::App* verify = app.add_subcommand("verify", "check a fast-plan/1 plan file with the verifier");
     verify->add_option("file", o.verify_file, "plan file (JSON)")->required();
+    CLI::App* fabric = app.add_subcommand(
+        "fabric", "print the cluster's fast-fabric/1 description (the preset's, with --servers, --gpus and the "
+                  "overrides; or --fabric FILE's, checked) to start a fabric file from");
+    fabric->fallthrough(); // the cluster options above apply
     fast_plan::trace_options to;
     CLI::App* trace = app.add_subcommand(
         "trace", "an executor's execution traces (config.trace / FAST_TRACE) against the cost model: per call the "
@@ -595,6 +615,7 @@ int main(int argc, char** argv) {
     const char* prefix = verify->parsed() ? "fast-plan: " : "fast-plan: error: ";
     try {
         if (trace->parsed()) return fast_plan::run_trace(to);
+        if (fabric->parsed()) return run_fabric(o);
         return verify->parsed() ? run_verify(o) : run_plan(o);
     } catch (const fast::invalid_argument& e) {
         std::fprintf(stderr, "%s%s\n", prefix, e.what());

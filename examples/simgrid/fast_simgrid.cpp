@@ -35,6 +35,7 @@
 #include <fast/plan_json.hpp>
 #include <fast/simulation.hpp>
 
+#include "../cluster_fabric.hpp"
 #include "../cluster_options.hpp"
 #include "../plan_file.hpp"
 
@@ -248,8 +249,9 @@ void replay(std::vector<job>& jobs, const fast::topology& topo) {
 
 // The header and one line per job (and --csv); returns how many jobs failed verification.
 int print_jobs(const options& o, const fast::topology& topo, const std::vector<job>& jobs, std::ofstream& csv) {
-    std::printf("fast-simgrid: %d servers x %d GPUs (%s)\n", topo.servers, topo.gpus_per_server,
-                fast_tools::fabric_text(o.plan_file.empty() ? o.preset : "plan file", topo).c_str());
+    std::printf(
+        "fast-simgrid: %d servers x %d GPUs (%s)\n", topo.servers, topo.gpus_per_server,
+        fast_tools::fabric_text(o.plan_file.empty() ? fast_tools::cluster_source(o) : "plan file", topo).c_str());
     std::printf("SimGrid %d.%d: network/model %s, crosstraffic %s, TCP-gamma %g\n", SIMGRID_VERSION_MAJOR,
                 SIMGRID_VERSION_MINOR, simgrid::config::get_value<std::string>("network/model").c_str(),
                 simgrid::config::get_value<bool>("network/crosstraffic") ? "on" : "off",

@@ -19,6 +19,7 @@
 #include "count_agreement.hpp"
 #include "engine.hpp"
 #include "exchange_round.hpp"
+#include "fabric_environment.hpp"
 #include "memory.hpp"
 #include "program.hpp"
 #include "trace.hpp"
@@ -103,6 +104,7 @@ private:
     int rank_ = -1;
     int size_ = 0;
     config cfg_;
+    fabric_shape fabric_shape_; ///< FAST_FABRIC's servers and GPUs, which the ranks must form
     bootstrap boot_;
     fast::topology topo_;
     worker worker_;

@@ -29,7 +29,9 @@ struct hello {
     std::int32_t memory;
     std::int32_t iov;
     std::int32_t flow;
-    std::int32_t agreement; // config.agreement, or FAST_AGREEMENT where set
+    std::int32_t agreement;      // config.agreement, or FAST_AGREEMENT where set
+    std::int32_t fabric_servers; // FAST_FABRIC's cluster, 0 where it is not set
+    std::int32_t fabric_gpus_per_server;
     std::int32_t reserved;
     exec::fabric fabric;
     std::uint64_t address_bytes;
@@ -121,6 +123,20 @@ fast::scheduler planner_scheduler(exec::scheduler s) {
                                         : fast::scheduler::automatic;
 }
 
+// "2 x 4", or "none" where FAST_FABRIC is not set.
+std::string shape_text(const hello& h) {
+    return h.fabric_servers == 0 ? "none"
+                                 : std::to_string(h.fabric_servers) + " x " + std::to_string(h.fabric_gpus_per_server);
+}
+
+// The error where FAST_FABRIC's file describes another cluster than the ranks form, or "".
+std::string shape_error(const fabric_shape& file, const grouping& g) {
+    if (file.servers == 0 || (file.servers == g.servers && file.gpus_per_server == g.gpus_per_server)) return {};
+    return "FAST_FABRIC describes " + std::to_string(file.servers) + " servers x " +
+           std::to_string(file.gpus_per_server) + " GPUs, but the ranks form " + std::to_string(g.servers) +
+           " servers x " + std::to_string(g.gpus_per_server) + " (by host, or config.gpus_per_server)";
+}
+
 // Where rank `r`'s configuration differs from rank 0's, as the status every rank returns; ok if
 // nowhere.
 status compare_configurations(const hello& h, const hello& h0, int r, const std::string& prefix) {
@@ -142,6 +158,8 @@ status compare_configurations(const hello& h, const hello& h0, int r, const std:
     if (h.agreement != h0.agreement)
         return differs("agreement (config.agreement or FAST_AGREEMENT)", agreement(h.agreement),
                        agreement(h0.agreement));
+    if (h.fabric_servers != h0.fabric_servers || h.fabric_gpus_per_server != h0.fabric_gpus_per_server)
+        return differs("FAST_FABRIC's servers x GPUs", shape_text(h), shape_text(h0));
     for (const fabric_field& f : fabric_fields)
         if (h.fabric.*f.value != h0.fabric.*f.value)
             return differs(f.name, fast::detail::format_number(h.fabric.*f.value),
@@ -189,7 +207,9 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
     if (status s = agree_on_configuration(local, address.size(), hosts, longest); !s.ok()) return s;
     const grouping g = group_ranks(hosts, cfg.gpus_per_server);
     if (!g.error.empty()) return status(errc::invalid_argument, "creating the communicator: " + g.error);
-    topo_ = topology_of(g.servers, g.gpus_per_server, cfg);
+    if (std::string why = shape_error(fabric_shape_, g); !why.empty())
+        return status(errc::invalid_argument, "creating the communicator: " + why);
+    topo_ = topology_of(g.servers, g.gpus_per_server, cfg_); // FAST_FABRIC's figures, where set
     // Round 2: worker addresses; then endpoints and a handshake; round 3: did everyone connect?
     std::vector<unsigned char> padded(longest, 0);
     std::copy(address.begin(), address.end(), padded.begin());
@@ -217,6 +237,9 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
 // address. Returns what failed (reported to every rank in the first round), or ok.
 status communicator_impl::set_up(std::vector<unsigned char>& address) {
     if (std::string why = config_error(cfg_); !why.empty()) return status(errc::invalid_argument, why);
+    // FAST_FABRIC's figures replace the configuration's (and so take part in its comparison).
+    if (std::string why = fabric_from_environment(cfg_, fabric_shape_); !why.empty())
+        return status(errc::invalid_argument, why);
     ucs_memory_type_t memory_type = UCS_MEMORY_TYPE_HOST;
     std::string why;
     switch (cfg_.memory) {
@@ -258,6 +281,8 @@ status communicator_impl::agree_on_configuration(const status& local, std::size_
     mine.iov = cfg_.iov ? 1 : 0;
     mine.flow = static_cast<std::int32_t>(cfg_.flow);
     mine.agreement = static_cast<std::int32_t>(cfg_.agreement);
+    mine.fabric_servers = fabric_shape_.servers;
+    mine.fabric_gpus_per_server = fabric_shape_.gpus_per_server;
     mine.fabric = cfg_;
     mine.address_bytes = address_bytes;
     put_text(mine.host, host_key());

@@ -15,7 +15,7 @@
 namespace fast::exec::detail {
 
 inline constexpr std::uint64_t wire_magic = 0x4641535445584543ull; // "FASTEXEC"
-inline constexpr std::uint32_t wire_version = 4;                   // 4: config.agreement in the creation's hello
+inline constexpr std::uint32_t wire_version = 5;                   // 5: FAST_FABRIC's shape in the creation's hello
 
 /// Copies `s` into a fixed text field, cut to fit, always terminated.
 template <std::size_t N>

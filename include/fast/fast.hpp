@@ -1,13 +1,14 @@
 #pragma once
 /// \file fast.hpp
-/// Umbrella header: everything a user of the planner needs. (plan_json.hpp, which needs
-/// nlohmann-json, is included separately.)
+/// Umbrella header: everything a user of the planner needs. (plan_json.hpp and fabric_json.hpp,
+/// which need nlohmann-json, are included separately.)
 
 #include "balance.hpp"
 #include "baselines.hpp"
 #include "bvn.hpp"
 #include "cost.hpp"
 #include "error.hpp"
+#include "fabric.hpp"
 #include "layout.hpp"
 #include "matching.hpp"
 #include "matrix_io.hpp"

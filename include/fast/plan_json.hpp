@@ -23,6 +23,7 @@
 
 #include "agreement.hpp"
 #include "cost.hpp"
+#include "detail/json_fields.hpp"
 #include "error.hpp"
 #include "plan.hpp"
 #include "traffic.hpp"
@@ -111,71 +112,8 @@ inline void write_plan_json(std::ostream& out, const plan& p, const traffic_matr
 
 namespace detail {
 
-inline const nlohmann::json& json_field(const nlohmann::json& j, const char* key, const std::string& where) {
-    if (!j.is_object()) throw invalid_argument(where + ": expected an object");
-    const auto it = j.find(key);
-    if (it == j.end()) throw invalid_argument(where + ": missing \"" + key + "\"");
-    return *it;
-}
-
-inline std::int64_t json_integer(const nlohmann::json& j, const std::string& where, std::int64_t min,
-                                 std::int64_t max) {
-    if (!j.is_number_integer()) throw invalid_argument(where + ": expected an integer, got " + quote_input(j.dump()));
-    std::int64_t v = 0;
-    if (j.is_number_unsigned()) {
-        const auto u = j.get<std::uint64_t>();
-        if (u > static_cast<std::uint64_t>(INT64_MAX))
-            throw invalid_argument(where + ": " + quote_input(j.dump()) + " is too large");
-        v = static_cast<std::int64_t>(u);
-    } else {
-        v = j.get<std::int64_t>();
-    }
-    if (v < min || v > max)
-        throw invalid_argument(where + ": " + std::to_string(v) + " is out of range [" + std::to_string(min) + ", " +
-                               std::to_string(max) + "]");
-    return v;
-}
-
-inline double json_number(const nlohmann::json& j, const std::string& where) {
-    if (!j.is_number()) throw invalid_argument(where + ": expected a number, got " + quote_input(j.dump()));
-    return j.get<double>();
-}
-
-inline std::string json_string(const nlohmann::json& j, const std::string& where) {
-    if (!j.is_string()) throw invalid_argument(where + ": expected a string, got " + quote_input(j.dump()));
-    return j.get<std::string>();
-}
-
-} // namespace detail
-
-namespace detail {
-
-/// An array field of exactly `size` entries; `what` says what they are, in the error.
-inline const nlohmann::json& json_array(const nlohmann::json& j, std::size_t size, const std::string& where,
-                                        const std::string& what) {
-    if (!j.is_array() || j.size() != size)
-        throw invalid_argument(where + ": expected " + std::to_string(size) + " " + what);
-    return j;
-}
-
 inline topology read_topology_json(const nlohmann::json& j, const std::string& where) {
-    auto count = [&](const char* key) {
-        return static_cast<int>(json_integer(json_field(j, key, where), where + "." + key, 1, INT32_MAX));
-    };
-    auto number = [&](const char* key) { return json_number(json_field(j, key, where), where + "." + key); };
-    topology t;
-    t.servers = count("servers");
-    t.gpus_per_server = count("gpus_per_server");
-    t.scale_up_gbps = number("scale_up_gbps");
-    t.scale_out_gbps = number("scale_out_gbps");
-    t.alpha_up_us = number("alpha_up_us");
-    t.alpha_out_us = number("alpha_out_us");
-    try {
-        validate(t);
-    } catch (const invalid_argument& e) {
-        throw invalid_argument(where + ": " + e.what());
-    }
-    return t;
+    return json_topology_fields(j, where, ".", true);
 }
 
 inline traffic_matrix read_matrix_json(const nlohmann::json& j, const topology& t, const std::string& where) {
@@ -277,16 +215,7 @@ inline plan_summary read_summary_json(const nlohmann::json& document) {
 [[nodiscard]] inline plan_document read_plan_json(std::istream& in, const std::string& name = "plan") {
     using detail::json_field;
     using nlohmann::json;
-    json document;
-    try {
-        document = json::parse(in);
-    } catch (const json::exception& e) {
-        throw invalid_argument(name + ": not valid JSON (" + detail::quote_input(e.what(), 200) + ")");
-    }
-    const std::string format = detail::json_string(json_field(document, "format", name), name + ".format");
-    if (format != plan_format)
-        throw invalid_argument(name + ".format: \"" + detail::quote_input(format) + "\" is not \"" + plan_format +
-                               "\"");
+    const json document = detail::json_document(in, name, name + ".format", plan_format);
     plan_document doc;
     plan& p = doc.plan;
     p.topology = detail::read_topology_json(json_field(document, "topology", name), name + ".topology");

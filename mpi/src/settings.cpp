@@ -21,10 +21,11 @@ constexpr const char* names[][2] = {
     {"FAST_MPI_SCHEDULER", "fast (default) or direct: the executor's schedule"},
     {"FAST_MPI_FLOW", "rendezvous (default) or credits: the executor's flow control"},
     {"FAST_MPI_GPUS_PER_SERVER", "ranks per server; 0 (default): the ranks of each shared-memory node"},
-    {"FAST_MPI_SCALE_UP_GBPS", "scale-up bandwidth per GPU the planner assumes, GB/s (450)"},
-    {"FAST_MPI_SCALE_OUT_GBPS", "scale-out (NIC) bandwidth per GPU the planner assumes, GB/s (50)"},
-    {"FAST_MPI_ALPHA_UP_US", "scale-up latency per step, microseconds (3)"},
-    {"FAST_MPI_ALPHA_OUT_US", "scale-out latency per step, microseconds (10)"},
+    // The executor's FAST_FABRIC (a fabric file), where set, wins over these four.
+    {"FAST_MPI_SCALE_UP_GBPS", "scale-up bandwidth per GPU the planner assumes, GB/s (450; FAST_FABRIC wins)"},
+    {"FAST_MPI_SCALE_OUT_GBPS", "scale-out (NIC) bandwidth per GPU the planner assumes, GB/s (50; FAST_FABRIC wins)"},
+    {"FAST_MPI_ALPHA_UP_US", "scale-up latency per step, microseconds (3; FAST_FABRIC wins)"},
+    {"FAST_MPI_ALPHA_OUT_US", "scale-out latency per step, microseconds (10; FAST_FABRIC wins)"},
     {"FAST_MPI_TIMEOUT", "seconds: bound of every wait of a FAST call (60)"},
     {"FAST_MPI_SUMMARY", "0 (default), 1 (rank 0 prints a summary to stderr at MPI_Finalize) or a file name"},
 };

@@ -6,13 +6,17 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <new>
 #include <string>
 #include <thread>
 #include <utility>
+
+#include <unistd.h>
 
 #include <fast/baselines.hpp>
 #include <fast/exec/exec.hpp>
@@ -23,6 +27,7 @@
 
 #include "../unit/rank_program_check.hpp"
 #include "exec_support.hpp"
+#include "fabric_environment.hpp"
 #include "hosts.hpp"
 #include "program.hpp"
 #include "worker.hpp"
@@ -353,6 +358,40 @@ TEST_CASE("the count agreement: chosen by config or FAST_AGREEMENT, automatic by
           std::string::npos);
     cfg.agreement = static_cast<agreement>(7);
     CHECK(create(single_rank(), cfg, bad).code() == errc::invalid_argument);
+}
+
+TEST_CASE("FAST_FABRIC: a fabric file's figures, or one clear error at creation") {
+    const std::string file = "/tmp/fast_exec_fabric_" + std::to_string(::getpid()) + ".json";
+    const std::string head = R"({"format": "fast-fabric/1", "servers": 1, "gpus_per_server": 1, "scale_up_gbps": 300,
+                                 "alpha_up_us": 2, "alpha_out_us": 7, "nics": )";
+    auto create_with = [&](const std::string& text) {
+        std::ofstream(file) << text;
+        communicator comm;
+        return create(single_rank(), config{}, comm);
+    };
+    ::setenv("FAST_FABRIC", file.c_str(), 1);
+    std::ofstream(file) << head + R"({"gbps": 25}})";
+    fabric figures;
+    detail::fabric_shape shape;
+    const std::string read = detail::fabric_from_environment(figures, shape);
+    const status made = create_with(head + R"({"gbps": 25}})");
+    const status bad = create_with(head + R"({"gbps": "fast"}})");
+    const status uneven = create_with(head + R"({"nics_per_gpu": 2, "gbps": 25}})");
+    const status two_servers = create_with(R"({"format": "fast-fabric/1", "servers": 2, "gpus_per_server": 1,
+        "scale_up_gbps": 300, "alpha_up_us": 2, "alpha_out_us": 7, "nics": {"gbps": 25}})");
+    ::unsetenv("FAST_FABRIC");
+    std::remove(file.c_str());
+    CHECK(read == "");
+    CHECK(figures == fabric{300, 25, 2, 7});
+    CHECK((shape.servers == 1 && shape.gpus_per_server == 1));
+    CHECK(made.ok());
+    for (const status& s : {bad, uneven, two_servers}) CHECK(s.code() == errc::invalid_argument);
+    CHECK_THAT(bad.message(),
+               Catch::Contains("FAST_FABRIC: " + file + ": nics.gbps: expected a number >= 0, got \"fast\""));
+    CHECK_THAT(uneven.message(), Catch::Contains("FAST_FABRIC: " + file + ": fabric: GPU 0 of server 0 has 2 NICs") &&
+                                     Catch::Contains("(uneven fabrics are not supported yet)"));
+    CHECK_THAT(two_servers.message(),
+               Catch::Contains("FAST_FABRIC describes 2 servers x 1 GPUs, but the ranks form 1 servers x 1"));
 }
 
 TEST_CASE("a one-rank communicator copies, checks its arguments and stays usable") {

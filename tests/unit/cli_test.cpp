@@ -317,3 +317,47 @@ TEST_CASE("verify costs a plan whose port moves more than 2^63 bytes in one step
     CHECK_THAT(r.output, Catch::Contains(": OK: hand") && Catch::Contains(want));
     std::remove(file.c_str());
 }
+
+TEST_CASE("--fabric and FAST_FABRIC: the cluster of a fabric file, planned and verified; conflicts are one line") {
+    const std::string fabric = temp_path("cluster.json");
+    const std::string plan = temp_path("fabric_plan.json");
+    const result printed = run("fabric --preset mi300x --servers 2 --gpus 4");
+    INFO(printed.output);
+    REQUIRE(printed.status == 0);
+    std::ofstream(fabric) << printed.output;
+    CHECK(load(fabric)["nics"] == nlohmann::json{{"gpus_per_nic", 1}, {"gbps", 12.5}});
+
+    const result made = run("--fabric " + fabric + " --workload zipf:1.1 --bytes-per-gpu 16M --json " + plan);
+    INFO(made.output);
+    CHECK(made.status == 0);
+    CHECK_THAT(made.output, Catch::Contains("2 servers x 4 GPUs (" + fabric + ": scale-up 448 GB/s, scale-out 12.5"));
+    CHECK(load(plan)["topology"]["scale_out_gbps"] == 12.5);
+    const result checked = run("verify " + plan);
+    INFO(checked.output);
+    CHECK(checked.status == 0);
+    const result from_env = test_support::run_command("FAST_FABRIC=" + fabric + " " + std::getenv("FAST_PLAN") +
+                                                      " --servers 2 --workload uniform --bytes-per-gpu 1M");
+    INFO(from_env.output);
+    CHECK(from_env.status == 0);
+    CHECK_THAT(from_env.output, Catch::Contains("2 servers x 4 GPUs (" + fabric));
+
+    nlohmann::json uneven = load(fabric);
+    uneven["nics"]["rates"] = {{{"server", 1}, {"nic", 3}, {"gbps", 0}}};
+    save(uneven, fabric);
+    const std::pair<std::string, std::string> bad[] = {
+        {"--fabric " + fabric, fabric + ": fabric: NIC 3 of server 1 is down: the planner needs one NIC per GPU"},
+        {"--fabric " + fabric + " --servers 3", "--servers 3 contradicts --fabric " + fabric + " (2 servers)"},
+        {"--fabric " + fabric + " --preset h200", "--preset h200 and --fabric " + fabric + ": give one of the two"},
+        {"--fabric /nonexistent/f.json", "cannot read fabric file '/nonexistent/f.json'"},
+    };
+    for (const auto& [args, says] : bad) {
+        const result r = run(args);
+        INFO(args << " -> " << r.output);
+        CHECK(r.status == 2);
+        CHECK(lines(r.output) == 1);
+        CHECK_THAT(r.output, Catch::Contains(says));
+    }
+    CHECK(run("fabric --fabric " + fabric).output.find("\"rates\": [") != std::string::npos); // uneven: printed
+    CHECK_THAT(run("--help").output, Catch::Contains("--fabric") && Catch::Contains("fast-fabric/1"));
+    for (const std::string& f : {fabric, plan}) std::remove(f.c_str());
+}

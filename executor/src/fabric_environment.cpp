@@ -1,0 +1,44 @@
+#include "fabric_environment.hpp"
+
+#include <cstdlib>
+#include <new>
+
+#include <fast/error.hpp>
+#ifdef FAST_EXEC_HAVE_JSON
+#include <fast/fabric_json.hpp>
+#endif
+
+namespace fast::exec::detail {
+
+#ifdef FAST_EXEC_HAVE_JSON
+std::string fabric_from_environment(exec::fabric& figures, fabric_shape& shape) {
+    shape = {};
+    const char* path = std::getenv("FAST_FABRIC");
+    if (path == nullptr) return {};
+    const std::string file = fast::detail::quote_input(path, 200);
+    try {
+        const fast::fabric f = fast::read_fabric_file(path); // its errors start with the file
+        fast::topology t;
+        try {
+            t = fast::to_topology(f);
+        } catch (const fast::invalid_argument& e) {
+            return "FAST_FABRIC: " + file + ": " + e.what();
+        }
+        figures = {t.scale_up_gbps, t.scale_out_gbps, t.alpha_up_us, t.alpha_out_us};
+        shape = {t.servers, t.gpus_per_server};
+    } catch (const fast::invalid_argument& e) {
+        return std::string("FAST_FABRIC: ") + e.what();
+    } catch (const std::bad_alloc&) {
+        return "FAST_FABRIC: " + file + ": out of memory";
+    }
+    return {};
+}
+#else
+std::string fabric_from_environment(exec::fabric&, fabric_shape& shape) {
+    shape = {};
+    if (std::getenv("FAST_FABRIC") == nullptr) return {};
+    return "FAST_FABRIC is set, but this executor was built without nlohmann-json and reads no fabric files";
+}
+#endif
+
+} // namespace fast::exec::detail
