@@ -527,9 +527,10 @@ int run_verify(const options& o) {
 
 void add_options(CLI::App& app, options& o) {
     fast_tools::add_cluster_options(app, o);
-    app.add_option("--scheduler", o.scheduler,
-                   "automatic (fast or direct, whichever costs less end to end, planning included) | fast | fast-unbalanced | "
-                   "direct | spreadout")
+    app.add_option(
+           "--scheduler", o.scheduler,
+           "automatic (fast or direct, whichever costs less end to end, planning included) | fast | fast-unbalanced | "
+           "direct | spreadout")
         ->capture_default_str();
     app.add_option("--policy", o.policy, "FAST's policy: rail-packed | bottleneck | exact (the paper)")
         ->capture_default_str();
