@@ -45,7 +45,7 @@ status operation::start(const program& p, const bases& b, std::uint64_t seq) noe
             iov_[k].length = s.length;
         }
         phase_ = phase::steps;
-        return p.steps() == 0 ? post_flush() : post_step();
+        return p.steps() == 0 ? post_closing() : post_step();
     } catch (...) {
         phase_ = phase::done;
         return status(errc::out_of_memory,
@@ -85,7 +85,7 @@ status operation::post_step() noexcept {
             if (o.kind == op_kind::send && paced(o)) continue; // posted when the credit is in
             if (status st = post_message(o, s); !st.ok()) return st;
         }
-        if (status st = post_credits(n); !st.ok()) return st;
+        if (status st = post_control(n, control::credit); !st.ok()) return st;
         return take_credits();
     } catch (...) {
         return fail(errc::out_of_memory, "out of host memory posting a step");
@@ -137,32 +137,35 @@ status operation::copy_local(const op& o, op_slot& s) noexcept {
 }
 
 // Receives for the peers' credits first (one may be waiting already), then ours.
-status operation::post_credits(std::size_t n) noexcept {
+// Posts the control messages of a step (credits) or of the closing: slots [n, n + out) send
+// credit_out_ to credit_out_peer_, the next credit_in_peer_.size() receive into credit_in_.
+status operation::post_control(std::size_t n, control kind) noexcept {
+    const char* what = kind == control::credit ? "the credit" : "the closing message";
     for (std::size_t k = 0; k < credit_in_peer_.size(); ++k) {
         op_slot& s = block_.slots[n + credit_out_peer_.size() + k];
         s.block = &block_;
         const ucs_status_t st = worker_.recv(&credit_in_[k], sizeof(std::uint64_t), false,
-                                             make_control_tag(control::credit, seq_, credit_in_peer_[k]), s, true);
+                                             make_control_tag(kind, seq_, credit_in_peer_[k]), s, true);
         if (st == UCS_INPROGRESS) ++expected_;
         else if (st != UCS_OK)
-            return fail(errc::transport, "receiving the credit of rank " + std::to_string(credit_in_peer_[k]) +
-                                             " failed: " + ucx_error(st));
+            return fail(errc::transport, std::string("receiving ") + what + " of rank " +
+                                             std::to_string(credit_in_peer_[k]) + " failed: " + ucx_error(st));
     }
     for (std::size_t k = 0; k < credit_out_peer_.size(); ++k) {
         op_slot& s = block_.slots[n + k];
         s.block = &block_;
         const int peer = credit_out_peer_[k];
         const ucs_status_t st = worker_.send(peer, &credit_out_[k], sizeof(std::uint64_t), false,
-                                             make_control_tag(control::credit, seq_, rank_), s, true);
+                                             make_control_tag(kind, seq_, rank_), s, true);
         if (st == UCS_INPROGRESS) {
             ++expected_;
         } else if (st != UCS_OK) {
             if (worker_.peer(peer).error != UCS_OK)
                 return fail(errc::peer_failure, "rank " + std::to_string(peer) + " failed (" +
-                                                    ucx_error(worker_.peer(peer).error) +
-                                                    "); sending its credit impossible");
-            return fail(errc::transport,
-                        "sending the credit to rank " + std::to_string(peer) + " failed: " + ucx_error(st));
+                                                    ucx_error(worker_.peer(peer).error) + "); sending it " + what +
+                                                    " impossible");
+            return fail(errc::transport, std::string("sending ") + what + " to rank " + std::to_string(peer) +
+                                             " failed: " + ucx_error(st));
         }
     }
     return {};
@@ -232,6 +235,40 @@ const op* operation::op_of(std::size_t slot) const noexcept {
     return slot < ops_in_step_ ? &prog_->ops[prog_->step_offsets[step_] + slot] : nullptr;
 }
 
+// After the last step, a closing message to and from every rank this one exchanged data with:
+// UCX completes a request before its protocol's last reply has left (UCX 1.13 reports a flush
+// done while a rendezvous receiver's acknowledgement still waits behind a full shared-memory
+// FIFO), and once the call returns nothing here progresses the worker; a peer whose send waits
+// for that reply would wait for good while this rank blocks elsewhere (in MPI, say). A rank
+// sends its closing messages when its own transfers are complete, so receiving them from every
+// partner means nobody still waits on this rank. Eager-only workers owe no replies: no closing.
+status operation::post_closing() noexcept {
+    try {
+        phase_ = phase::closing;
+        ops_in_step_ = 0;
+        credit_out_peer_.clear();
+        if (!worker_.eager_only())
+            for (const op& o : prog_->ops)
+                if (o.kind != op_kind::copy && o.peer != rank_) credit_out_peer_.push_back(o.peer);
+        std::sort(credit_out_peer_.begin(), credit_out_peer_.end());
+        credit_out_peer_.erase(std::unique(credit_out_peer_.begin(), credit_out_peer_.end()), credit_out_peer_.end());
+        credit_in_peer_ = credit_out_peer_;
+        credit_out_.assign(credit_out_peer_.size(), seq_);
+        credit_in_.assign(credit_in_peer_.size(), 0);
+        credit_taken_.clear();
+        credits_missing_ = 0;
+        block_.slots.assign(2 * credit_out_peer_.size(), op_slot{});
+        block_.completed = 0;
+        block_.trace = false;
+        expected_ = 0;
+        seen_errors_ = worker_.error_events();
+        deadline_ = clock::now() + timeout_;
+        return post_control(0, control::closing);
+    } catch (...) {
+        return fail(errc::out_of_memory, "out of host memory closing the call");
+    }
+}
+
 status operation::post_flush() noexcept {
     try {
         phase_ = phase::flush;
@@ -275,31 +312,33 @@ int operation::peer_of(std::size_t slot) const noexcept {
 std::string operation::describe_slot(std::size_t slot) const {
     if (const op* o = op_of(slot)) return describe(*o);
     const std::size_t k = slot - ops_in_step_;
+    const std::string what = phase_ == phase::closing ? "the closing message" : "the credit";
     return k < credit_out_peer_.size()
-               ? "the credit to rank " + std::to_string(credit_out_peer_[k])
-               : "the credit from rank " + std::to_string(credit_in_peer_[k - credit_out_peer_.size()]);
+               ? what + " to rank " + std::to_string(credit_out_peer_[k])
+               : what + " from rank " + std::to_string(credit_in_peer_[k - credit_out_peer_.size()]);
+}
+
+// A peer failed: does the current step (or closing) wait on it?
+status operation::check_peers() noexcept {
+    if (worker_.error_events() == seen_errors_) return {};
+    seen_errors_ = worker_.error_events();
+    for (std::size_t k = 0; k < block_.slots.size(); ++k) {
+        const int peer = peer_of(k);
+        const bool waiting = !block_.slots[k].done || (k >= ops_in_step_ && credits_missing_ > 0);
+        if (waiting && peer != rank_ && worker_.peer(peer).error != UCS_OK)
+            return fail(errc::peer_failure, "rank " + std::to_string(peer) + " failed (" +
+                                                ucx_error(worker_.peer(peer).error) + ") during " + describe_slot(k));
+    }
+    return {};
 }
 
 status operation::advance(bool& done) noexcept {
     done = false;
-    if (worker_.aborted() && (phase_ == phase::steps || phase_ == phase::flush)) return fail_aborted();
+    if (worker_.aborted() && active()) return fail_aborted();
     for (;;) {
         if (phase_ == phase::steps) {
             if (status st = take_credits(); !st.ok()) return st;
-            if (block_.completed < expected_ || credits_missing_ > 0) {
-                if (worker_.error_events() != seen_errors_) { // a peer failed: does this step need it?
-                    seen_errors_ = worker_.error_events();
-                    for (std::size_t k = 0; k < block_.slots.size(); ++k) {
-                        const int peer = peer_of(k);
-                        const bool waiting = !block_.slots[k].done || (k >= ops_in_step_ && credits_missing_ > 0);
-                        if (waiting && peer != rank_ && worker_.peer(peer).error != UCS_OK)
-                            return fail(errc::peer_failure, "rank " + std::to_string(peer) + " failed (" +
-                                                                ucx_error(worker_.peer(peer).error) + ") during " +
-                                                                describe_slot(k));
-                    }
-                }
-                return {};
-            }
+            if (block_.completed < expected_ || credits_missing_ > 0) return check_peers();
             if (copies_pending_) {
                 bool finished = false;
                 std::string error;
@@ -310,7 +349,18 @@ status operation::advance(bool& done) noexcept {
             if (status s = step_outcome(); !s.ok()) return s;
             if (trace_ != nullptr) trace_step();
             ++step_;
-            if (status s = step_ < prog_->steps() ? post_step() : post_flush(); !s.ok()) return s;
+            if (status s = step_ < prog_->steps() ? post_step() : post_closing(); !s.ok()) return s;
+            continue;
+        }
+        if (phase_ == phase::closing) {
+            if (block_.completed < expected_) return check_peers();
+            if (status s = step_outcome(); !s.ok()) return s;
+            for (std::size_t k = 0; k < credit_in_peer_.size(); ++k)
+                if (credit_in_[k] != seq_)
+                    return fail(errc::internal, "rank " + std::to_string(credit_in_peer_[k]) +
+                                                    " sent the closing message of call " +
+                                                    std::to_string(credit_in_[k]) + " in call " + std::to_string(seq_));
+            if (status s = post_flush(); !s.ok()) return s;
             continue;
         }
         if (phase_ == phase::flush) {
@@ -389,6 +439,10 @@ std::string operation::pending_summary() const {
                     (seq == tag_seq(make_tag(seq_, 0)) ? " of this call"
                                                        : " of call " + std::to_string(seq) + " (mod 256)");
         }
+        if (phase_ == phase::closing)
+            return "closing the call did not complete within " + ms + " ms; waiting for " + std::to_string(open) +
+                   " of " + std::to_string(block_.slots.size()) + " closing messages: " + list +
+                   (open > 3 ? "; ..." : "");
         return "step " + std::to_string(prog_->ops[first].step + 1) + " of " + std::to_string(prog_->plan_steps) +
                " did not complete within " + ms + " ms; waiting for " + std::to_string(open) + " of " +
                std::to_string(block_.slots.size()) + " messages: " + list + (open > 3 ? "; ..." : "") + stray;
@@ -446,7 +500,7 @@ status operation::fail(errc code, const std::string& what) noexcept {
 
 status operation::cancel(status reason) noexcept {
     broken_ = true;
-    if (phase_ != phase::steps && phase_ != phase::flush) {
+    if (!active()) {
         phase_ = phase::done;
         return reason;
     }

@@ -28,9 +28,10 @@ struct bases {
 
 /// One run of a program. Not copyable or movable while active (UCX holds pointers to its
 /// slots). Steps: start() posts the first step; test() / wait() make progress; each step starts
-/// when this rank's transfers of the previous one have completed; after the last step the
-/// worker is flushed, so that nothing this rank owes a peer is left in UCX's queues when the
-/// call returns (the caller may then block, e.g. in MPI, without progressing UCX).
+/// when this rank's transfers of the previous one have completed; after the last step each rank
+/// exchanges a closing message with every rank it exchanged data with, then flushes the worker,
+/// so that no peer still waits on this rank when the call returns (the caller may then block,
+/// e.g. in MPI, without progressing UCX).
 class operation {
 public:
     /// `credits`: the credit flow control of config.hpp (else UCX's rendezvous paces senders).
@@ -49,7 +50,9 @@ public:
     /// Cancels an active run (cancel receives, close endpoints with sends in flight, drain).
     status cancel(status reason) noexcept;
 
-    [[nodiscard]] bool active() const noexcept { return phase_ == phase::steps || phase_ == phase::flush; }
+    [[nodiscard]] bool active() const noexcept {
+        return phase_ == phase::steps || phase_ == phase::closing || phase_ == phase::flush;
+    }
     /// Records steps and messages into `t` while it is on (its current call).
     void set_tracer(tracer* t) noexcept { trace_ = t != nullptr && t->on() ? t : nullptr; }
     /// True after a failure that leaves the communicator unusable (a timeout, a failed peer, a
@@ -57,12 +60,12 @@ public:
     [[nodiscard]] bool broke_communicator() const noexcept { return broken_; }
 
 private:
-    enum class phase { idle, steps, flush, done };
+    enum class phase { idle, steps, closing, flush, done };
 
     status post_step() noexcept;
     void find_credit_peers(std::size_t first, std::size_t n); // may throw bad_alloc (post_step catches)
     status copy_local(const op& o, op_slot& s) noexcept;
-    status post_credits(std::size_t n) noexcept;
+    status post_control(std::size_t n, control kind) noexcept;
     status post_message(const op& o, op_slot& s) noexcept;
     status take_credits() noexcept;
     [[nodiscard]] const op* op_of(std::size_t slot) const noexcept;
@@ -74,7 +77,9 @@ private:
     }
     [[nodiscard]] int peer_of(std::size_t slot) const noexcept;
     [[nodiscard]] std::string describe_slot(std::size_t slot) const;
+    status post_closing() noexcept;
     status post_flush() noexcept;
+    status check_peers() noexcept;
     status advance(bool& done) noexcept;
     status step_outcome() noexcept;
     status fail(errc code, const std::string& what) noexcept;
@@ -100,7 +105,8 @@ private:
     slot_block block_; ///< the current step's slots (one per op, then credits), or the flush's
     // Credit flow control, per step: slots [ops, ops + credit_out_.size()) send this rank's
     // credits to the ranks it receives from; the next credit_in_.size() slots receive the
-    // credits of the ranks it sends to, whose sends wait until theirs is in.
+    // credits of the ranks it sends to, whose sends wait until theirs is in. The closing uses
+    // the same slots for its messages (no ops; the call's sequence number as payload).
     std::size_t ops_in_step_ = 0;
     std::vector<int> credit_out_peer_, credit_in_peer_;
     std::vector<std::uint64_t> credit_out_, credit_in_;

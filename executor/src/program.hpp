@@ -62,7 +62,8 @@ enum class control : std::uint64_t {
     credit = 6,
     parts = 7,
     findings = 8,
-    verdicts = 9
+    verdicts = 9,
+    closing = 10
 };
 
 /// The low bits of a data tag: transfer `pair_index` from rank `sender`.

@@ -78,6 +78,7 @@ void worker::idle(std::chrono::steady_clock::time_point deadline) noexcept {
 std::string worker::init(int rank, int size, ucs_memory_type_t memory_type, bool eager, bool blocking) {
     rank_ = rank;
     memory_type_ = memory_type;
+    eager_only_ = eager && memory_type == UCS_MEMORY_TYPE_HOST;
     ucp_config_t* config = nullptr;
     ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
     if (s != UCS_OK) return "ucp_config_read failed: " + ucx_error(s);

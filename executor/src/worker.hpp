@@ -81,6 +81,9 @@ public:
     [[nodiscard]] peer_state& peer(int r) noexcept { return peers_[static_cast<std::size_t>(r)]; }
     [[nodiscard]] const peer_state& peer(int r) const noexcept { return peers_[static_cast<std::size_t>(r)]; }
     [[nodiscard]] ucs_memory_type_t memory_type() const noexcept { return memory_type_; }
+    /// Whether every message goes eagerly (init's `eager` with host memory): no rendezvous, so
+    /// no protocol reply of UCX outlives the request that caused it.
+    [[nodiscard]] bool eager_only() const noexcept { return eager_only_; }
     /// How many endpoint errors were reported so far (to notice new ones cheaply).
     [[nodiscard]] std::size_t error_events() const noexcept { return error_events_; }
 
@@ -151,6 +154,7 @@ private:
     ucp_context_h context_ = nullptr;
     ucp_worker_h worker_ = nullptr;
     ucs_memory_type_t memory_type_ = UCS_MEMORY_TYPE_HOST;
+    bool eager_only_ = false;
     int rank_ = -1;
     std::vector<peer_state> peers_;
     std::vector<op_slot> closing_; ///< close()'s slots, one per peer, allocated by init()
