@@ -38,7 +38,13 @@ options:
   -g, --gpus G           GPUs (ranks, NICs) per server (8)
   -r, --rate MBIT        per-NIC rate in Mbit/s, both directions (100)
       --burst SIZE       tbf burst (256kb)
-      --limit SIZE       tbf queue limit (16mb)
+      --limit SIZE       every NIC's and switch port's queue (256kb: shallow, 105 ms at 20 Mbit/s,
+                         21 ms at 100 Mbit/s; 16mb: the deep queue, 6.7 s at 20 Mbit/s)
+      --nic-rate RANK=MBIT
+                         that rank's NIC at MBIT instead of --rate, both directions (may repeat)
+      --nic-down RANK    that rank's NIC is down from the start (may repeat)
+      --nic-down-at RANK=SECONDS
+                         that rank's NIC goes down SECONDS after the MPI run starts (may repeat)
       --perf PATH        the alltoallv_perf binary (build/benchmarks/alltoallv_perf)
       --timeout SECONDS  hard limit of the whole MPI run (3600)
       --stats            after the run, print every NIC's and bridge port's tc byte counters
@@ -51,6 +57,11 @@ options:
       --env VAR=VALUE    set VAR in every rank's environment (may repeat). With --preload or
                          --compare, FAST_MPI_SCALE_OUT_GBPS is set from --rate unless given here
   -h, --help             this text
+The default queue is shallow, as a datacenter switch's: a port there holds tens of
+microseconds of line rate, a few dozen of its largest packets. Here the NICs are thousands of
+times slower while the packets are as large (veth passes segments of up to 64 KiB, GSO), so
+what is kept is depth in packets: 256 KiB holds 4 of those segments.
+alltoallv_perf plans for --rate on every NIC: it is not told of --nic-rate or --nic-down.
 Everything after -- goes to alltoallv_perf (see its --help), or to --program, e.g.
   emulated_cluster.sh -- -W file:workloads/megatron_moe_4x8.txt -u 8K --every 60 -n 5
   emulated_cluster.sh --program build/benchmarks/mpi_alltoallv_bench \
@@ -62,7 +73,8 @@ servers=4
 gpus=8
 rate=100
 burst=256kb
-limit=16mb
+limit=256kb
+declare -A nic_rate=() nic_down_at=()
 here=$(cd "$(dirname "$0")/.." && pwd)
 perf=$here/build/benchmarks/alltoallv_perf
 run_timeout=3600
@@ -81,6 +93,15 @@ while [[ $# -gt 0 ]]; do
     -r|--rate) need "$@"; rate=$2; shift 2 ;;
     --burst) need "$@"; burst=$2; shift 2 ;;
     --limit) need "$@"; limit=$2; shift 2 ;;
+    --nic-rate) need "$@"; [[ $2 =~ ^([0-9]+)=([0-9]+([.][0-9]+)?)$ ]] ||
+      { echo "emulated_cluster.sh: --nic-rate needs RANK=MBIT, got '$2'" >&2; exit 2; }
+      nic_rate[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}; shift 2 ;;
+    --nic-down) need "$@"; [[ $2 =~ ^[0-9]+$ ]] ||
+      { echo "emulated_cluster.sh: --nic-down needs a rank, got '$2'" >&2; exit 2; }
+      nic_down_at[$2]=0; shift 2 ;;
+    --nic-down-at) need "$@"; [[ $2 =~ ^([0-9]+)=([0-9]+([.][0-9]+)?)$ ]] ||
+      { echo "emulated_cluster.sh: --nic-down-at needs RANK=SECONDS, got '$2'" >&2; exit 2; }
+      nic_down_at[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}; shift 2 ;;
     --perf) need "$@"; perf=$2; shift 2 ;;
     --timeout) need "$@"; run_timeout=$2; shift 2 ;;
     --stats) stats=1; shift ;;
@@ -101,6 +122,12 @@ die() { echo "emulated_cluster.sh: $*" >&2; exit 1; }
 [[ $gpus =~ ^[0-9]+$ && $gpus -ge 1 && $gpus -le 150 ]] || die "--gpus must be 1..150, got '$gpus'"
 ((servers * gpus <= 150)) || die "at most 150 ranks (management addresses), got $servers x $gpus"
 [[ $rate =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--rate must be a number of Mbit/s, got '$rate'"
+for r in "${!nic_rate[@]}" "${!nic_down_at[@]}"; do
+  ((r < servers * gpus)) || die "--nic-rate/--nic-down: rank $r is not one of the $((servers * gpus)) ranks"
+done
+for r in "${!nic_rate[@]}"; do
+  [[ ${nic_rate[$r]} =~ [1-9] ]] || die "--nic-rate $r=${nic_rate[$r]}: a rate above 0 (a NIC at 0 is --nic-down $r)"
+done
 if [[ -n $program ]]; then
   [[ -x $program && -f $program ]] || die "--program '$program' is not an executable file"
   program=$(cd "$(dirname "$program")" && pwd)/$(basename "$program")
@@ -147,7 +174,7 @@ trap 'exit 143' TERM
 
 in_ns() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
 add_ns() { ip netns add "$1"; created+=("$1"); ip -n "$1" link set lo up; }
-shape() { tc -n "$1" qdisc replace dev "$2" root tbf rate "${rate}mbit" burst "$burst" limit "$limit"; }
+shape() { tc -n "$1" qdisc replace dev "$2" root tbf rate "${3:-$rate}mbit" burst "$burst" limit "$limit"; }
 
 # The switch: a flat data bridge (STP off, forwarding at once) and the management bridge.
 add_ns "$switch"
@@ -186,8 +213,8 @@ for ((s = 0; s < servers; s++)); do
     ip -n "$switch" link set "r$rank" master mbr up
     ip -n "$gns" addr add "198.19.0.$((100 + rank))/24" dev mgmt
     ip -n "$gns" link set mgmt up
-    shape "$gns" "nic$g"        # uplink: what this GPU sends
-    shape "$switch" "$port"     # downlink: what this GPU receives (incast queues here)
+    shape "$gns" "nic$g" "${nic_rate[$rank]:-}"    # uplink: what this GPU sends
+    shape "$switch" "$port" "${nic_rate[$rank]:-}" # downlink: what this GPU receives (incast queues here)
   done
   head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' |
     sed -E 's/^(.{8})(.{4})(.{4})(.{4})(.{12}).*/\1-\2-\3-\4-\5\n/' >"$work/boot_id.$s"
@@ -238,13 +265,28 @@ export UCX_WARN_UNUSED_ENV_VARS=n
 nic_gbit=$(awk -v r="$rate" 'BEGIN { printf "%.6g", r / 1000 }')
 echo "emulated_cluster.sh: $servers servers x $gpus GPUs, NICs tbf ${rate} Mbit/s burst $burst limit $limit," \
   "namespaces $tag-*" >&2
+for r in "${!nic_rate[@]}"; do echo "emulated_cluster.sh: rank $r's NIC at ${nic_rate[$r]} Mbit/s" >&2; done
+# A NIC goes down at both ends of its cable (the rank's veth and its switch port), as a link
+# failure does; its packets in flight are lost.
+nic_down() { # nic_down RANK
+  local s=$(($1 / gpus)) g=$(($1 % gpus))
+  ip -n "$tag-s$s-g$g" link set "nic$g" down
+  ip -n "$switch" link set "p${s}n$g" down
+  echo "emulated_cluster.sh: rank $1's NIC is down" >&2
+}
+for r in "${!nic_down_at[@]}"; do [[ ${nic_down_at[$r]} != 0 ]] || nic_down "$r"; done
 status=0
 run_mpi() { # run_mpi WRAPPER PROGRAM ARGS...
   ip netns exec "$switch" timeout -k 10 "$run_timeout" mpirun -q --hostfile "$hostfile" -np $((servers * gpus)) \
     --map-by "ppr:$gpus:node" "$@" &
   mpirun_pid=$!
+  local r downs=()
+  for r in "${!nic_down_at[@]}"; do
+    [[ ${nic_down_at[$r]} == 0 ]] || { (sleep "${nic_down_at[$r]}" && nic_down "$r") & downs+=($!); }
+  done
   wait "$mpirun_pid" || status=$?
   mpirun_pid=
+  for r in "${downs[@]}"; do kill "$r" 2>/dev/null || true; done
 }
 if [[ -z $program ]]; then
   run_mpi "$wrapper" "$perf" -g "$gpus" --nic-gbit "$nic_gbit" "${perf_args[@]}"
