@@ -11,6 +11,8 @@
 //   fast-plan fabric --preset mi300x --servers 2 > cluster.json
 //                                              a preset's fabric file, to edit
 //   fast-plan --fabric cluster.json            plans for the cluster that file describes
+//   fast-plan bounds --fabric cluster.json     T_lb on that fabric (uneven too), and what each
+//                                              GPU's own NICs allow (direct's best)
 //
 // Long runs show what they are doing on stderr when it is a terminal, and nothing otherwise.
 
@@ -31,6 +33,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -502,6 +505,28 @@ int run_fabric(const options& o) {
     return 0;
 }
 
+// fast-plan bounds: for the workload on the cluster's fabric (uneven ones too, which the planner
+// does not take yet), T_lb and the best a plan can do that keeps each GPU's bytes on its own NICs.
+int run_bounds(const options& o) {
+    const fast::fabric f = fast_tools::fabric_of(o);
+    const fast::topology shape{f.servers, f.gpus_per_server, f.scale_up_gbps, 1.0, f.alpha_up_us, f.alpha_out_us};
+    const fast::workload_spec spec = fast::parse_workload(o.workload);
+    if (spec.kind == fast::workload_kind::file) check_matrix_file(o, shape, spec);
+    const fast::traffic_matrix m =
+        fast::make_workload(spec, shape, fast_tools::bytes_per_gpu_of(o), o.seed, fast_tools::unit_of(o));
+    const fast::shared_counts c = fast::make_shared_counts(m, shape);
+    const std::string uneven = fast::detail::uneven_reason(f);
+    std::printf("%s on %d x %d GPUs, fabric %s\n", o.workload.c_str(), f.servers, f.gpus_per_server,
+                uneven.empty() ? "uniform" : ("uneven: " + uneven).c_str());
+    const fast::fabric_bound bound = fast::lower_bound(c, f), own = fast::own_nics_bound(c, f);
+    std::printf("T_lb                    %12.2f us  (%s)\n", bound.us, bound.where.c_str());
+    if (!std::isfinite(own.us)) std::printf("each GPU's own NICs     cannot finish  (%s)\n", own.where.c_str());
+    else
+        std::printf("each GPU's own NICs     %12.2f us  %.4f x T_lb (%s)\n", own.us, own.us / std::max(1e-12, bound.us),
+                    own.where.c_str());
+    return 0;
+}
+
 // fast-plan verify FILE: 0 and one line for a valid plan, 1 and the first violation (or why the
 // file cannot be read as a plan) otherwise.
 int run_verify(const options& o) {
@@ -581,8 +606,8 @@ int main(int argc, char** argv) {
     app.set_version_flag("--version", "fast-plan 0.1.0");
     app.footer("Exit status: 0 every plan verified; 1 a plan did not verify; 2 bad options or input (one line on\n"
                "stderr says which). fast-plan verify FILE: 0 the plan is valid; 1 it is not, or FILE cannot be\n"
-               "read as a plan (one line says why); 2 bad options. fast-plan fabric: 0 printed; 2 bad options or\n"
-               "fabric file.");
+               "read as a plan (one line says why); 2 bad options. fast-plan fabric and fast-plan bounds: 0 printed;\n"
+               "2 bad options or fabric file.");
     add_options(app, o);
     CLI::App* verify = app.add_subcommand("verify", "check a fast-plan/1 plan file with the verifier");
     verify->add_option("file", o.verify_file, "plan file (JSON)")->required();
@@ -590,6 +615,10 @@ int main(int argc, char** argv) {
         "fabric", "print the cluster's fast-fabric/1 description (the preset's, with --servers, --gpus and the "
                   "overrides; or --fabric FILE's, checked) to start a fabric file from");
     fabric->fallthrough(); // the cluster options above apply
+    CLI::App* bounds = app.add_subcommand(
+        "bounds", "for the workload on the cluster's fabric (uneven ones too: --fabric FILE), T_lb and the best "
+                  "time of a plan that keeps each GPU's bytes on its own NICs, as direct does");
+    bounds->fallthrough();
     fast_plan::trace_options to;
     CLI::App* trace = app.add_subcommand(
         "trace", "an executor's execution traces (config.trace / FAST_TRACE) against the cost model: per call the "
@@ -617,6 +646,7 @@ int main(int argc, char** argv) {
     try {
         if (trace->parsed()) return fast_plan::run_trace(to);
         if (fabric->parsed()) return run_fabric(o);
+        if (bounds->parsed()) return run_bounds(o);
         return verify->parsed() ? run_verify(o) : run_plan(o);
     } catch (const fast::invalid_argument& e) {
         std::fprintf(stderr, "%s%s\n", prefix, e.what());

@@ -9,6 +9,7 @@
 #include "cost.hpp"
 #include "error.hpp"
 #include "fabric.hpp"
+#include "fabric_bounds.hpp"
 #include "layout.hpp"
 #include "matching.hpp"
 #include "matrix_io.hpp"

@@ -358,6 +358,11 @@ TEST_CASE("--fabric and FAST_FABRIC: the cluster of a fabric file, planned and v
         CHECK_THAT(r.output, Catch::Contains(says));
     }
     CHECK(run("fabric --fabric " + fabric).output.find("\"rates\": [") != std::string::npos); // uneven: printed
+    const result bounds = run("bounds --fabric " + fabric + " --workload uniform");
+    INFO(bounds.output);
+    CHECK(bounds.status == 0);
+    CHECK_THAT(bounds.output, Catch::Contains("fabric uneven: NIC 3 of server 1 is down") && Catch::Contains("T_lb") &&
+                                  Catch::Contains("cannot finish  (NIC 3 of server 1, down, with bytes to move)"));
     CHECK_THAT(run("--help").output, Catch::Contains("--fabric") && Catch::Contains("fast-fabric/1"));
     for (const std::string& f : {fabric, plan}) std::remove(f.c_str());
 }

@@ -3,12 +3,19 @@
 // examples.
 #include <catch2/catch.hpp>
 
+#include <fast/cost.hpp>
+#include <fast/counts.hpp>
 #include <fast/fabric.hpp>
+#include <fast/fabric_bounds.hpp>
 #include <fast/fabric_json.hpp>
+#include <fast/workload.hpp>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -171,4 +178,64 @@ TEST_CASE("the fabric files of docs/formats.md are read as documented") {
     CHECK(listed.nics.size() == 8);
     CHECK(listed.nics[5] == nic{1, {2, 3}, 0});
     CHECK_THROWS_WITH(to_topology(listed), Catch::Contains("NIC 0 of server 0 serves 2 GPUs"));
+}
+
+TEST_CASE("fabric bounds: a uniform fabric's T_lb is the topology's; own NICs never beat T_lb") {
+    std::mt19937_64 rng(7);
+    for (const auto& [servers, gpus] : {std::pair{2, 4}, std::pair{3, 2}, std::pair{4, 8}})
+        for (const char* w : {"uniform", "zipf:0.8", "moe"})
+            for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+                const topology t = make_topology(servers, gpus);
+                const shared_counts c = make_shared_counts(make_workload(parse_workload(w), t, 64 << 20, seed), t);
+                INFO(servers << " x " << gpus << " " << w << " seed " << seed);
+                CHECK(lower_bound(c, uniform_fabric(t)).us == Approx(lower_bound_us(c, t)));
+                // An uneven fabric: random layouts and rates, NICs down where their server keeps one.
+                const int per_nic = std::uniform_int_distribution<int>(0, 1)(rng) == 0 ? 1 : 2;
+                fabric f = uniform_fabric(t);
+                f.nics = layout_nics(servers, gpus, {gpus % per_nic == 0 ? per_nic : 1, 1, 50});
+                for (nic& n : f.nics) n.gbps = std::array{12.5, 25.0, 50.0, 0.0}[rng() % 4];
+                for (nic& n : f.nics)
+                    if (n.gpus.front() == 0 && n.gbps == 0) n.gbps = 50; // one NIC up per server
+                REQUIRE_NOTHROW(validate(f));
+                const fabric_bound bound = lower_bound(c, f), own = own_nics_bound(c, f);
+                CHECK(bound.us >= lower_bound_us(c, t) - 1e-9); // no NIC faster than the preset's
+                CHECK(own.us >= bound.us * (1 - 1e-12));
+            }
+}
+
+TEST_CASE("fabric bounds by hand: a slow NIC, a down NIC, a shared NIC") {
+    const topology t = make_topology(2, 2); // 50 GB/s NICs, alpha_out 10 us
+    traffic_matrix m = traffic_matrix::Zero(4, 4);
+    m(0, 2) = 1'000'000'000; // GPU 0 of server 0 -> GPU 0 of server 1: 20 ms on one NIC, 10 on two
+    const shared_counts c = make_shared_counts(m, t);
+    const fabric even = uniform_fabric(t);
+    CHECK(lower_bound(c, even).us == Approx(10'010));
+    CHECK(lower_bound(c, even).where == "server 0's NICs");
+    CHECK(own_nics_bound(c, even).us == Approx(20'010));
+    CHECK(own_nics_bound(c, even).where == "NIC 0 of server 0");
+
+    fabric slow = even;
+    slow.nics[0].gbps = 12.5;                         // the sender's own NIC at a quarter
+    CHECK(lower_bound(c, slow).us == Approx(16'010)); // 62.5 GB/s on server 0
+    CHECK(own_nics_bound(c, slow).us == Approx(80'010));
+
+    fabric idle_down = even;
+    idle_down.nics[1].gbps = 0; // GPU 1 of server 0 has nothing to send or receive
+    CHECK(lower_bound(c, idle_down).us == Approx(20'010));
+    CHECK(own_nics_bound(c, idle_down).us == Approx(20'010));
+
+    fabric down = even;
+    down.nics[0].gbps = 0;
+    CHECK(lower_bound(c, down).us == Approx(20'010)); // through GPU 1's NIC
+    CHECK(std::isinf(own_nics_bound(c, down).us));
+    CHECK(own_nics_bound(c, down).where == "NIC 0 of server 0, down, with bytes to move");
+
+    fabric shared = even;
+    shared.nics = layout_nics(2, 2, {2, 1, 50}); // one NIC per server for both GPUs
+    CHECK(lower_bound(c, shared).us == Approx(20'010));
+    CHECK(own_nics_bound(c, shared).us == Approx(20'010));
+
+    const shared_counts none = make_shared_counts(traffic_matrix::Zero(4, 4), t);
+    CHECK(lower_bound(none, down).us == 0);
+    CHECK(lower_bound(none, down).where.empty());
 }
