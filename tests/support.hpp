@@ -9,6 +9,20 @@
 
 namespace fast::test {
 
+/// Whether this build runs under AddressSanitizer, several times slower: sweeps leave out their
+/// largest shapes there (the g++ build runs them).
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool sanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool sanitized = true;
+#else
+inline constexpr bool sanitized = false;
+#endif
+#else
+inline constexpr bool sanitized = false;
+#endif
+
 /// Verifies `p` against `m`, failing the test with the verifier's message on any violation.
 inline verification check_plan(const plan& p, const traffic_matrix& m) {
     verification v = verify(p, m);
