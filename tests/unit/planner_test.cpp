@@ -196,7 +196,7 @@ TEST_CASE("the default's end-to-end time is the better of fast's and direct's, f
     int lost = 0; // cases that lost more than 1% (each within the schedule it spent)
     for (const auto& [servers, g] : {std::pair{2, 4}, std::pair{3, 2}, std::pair{4, 8}, std::pair{8, 8},
                                      std::pair{16, 8}, std::pair{32, 8}, std::pair{4, 4}, std::pair{8, 2}}) {
-        if (test::sanitized && servers * g > 64) continue;
+        if (test::sanitized && servers * g > 128) continue;
         for (int w = 0; w < 3; ++w)
             for (std::int64_t bytes = 4096; bytes <= (std::int64_t{1} << 30); bytes *= 4) {
                 const topology t = make_topology(servers, g);
