@@ -136,9 +136,9 @@ status operation::copy_local(const op& o, op_slot& s) noexcept {
     return {};
 }
 
-// Receives for the peers' credits first (one may be waiting already), then ours.
 // Posts the control messages of a step (credits) or of the closing: slots [n, n + out) send
-// credit_out_ to credit_out_peer_, the next credit_in_peer_.size() receive into credit_in_.
+// credit_out_ to credit_out_peer_, the next credit_in_peer_.size() receive into credit_in_;
+// the receives first (a peer's message may be waiting already), then ours.
 status operation::post_control(std::size_t n, control kind) noexcept {
     const char* what = kind == control::credit ? "the credit" : "the closing message";
     for (std::size_t k = 0; k < credit_in_peer_.size(); ++k) {
@@ -246,12 +246,8 @@ status operation::post_closing() noexcept {
     try {
         phase_ = phase::closing;
         ops_in_step_ = 0;
-        credit_out_peer_.clear();
-        if (!worker_.eager_only())
-            for (const op& o : prog_->ops)
-                if (o.kind != op_kind::copy && o.peer != rank_) credit_out_peer_.push_back(o.peer);
-        std::sort(credit_out_peer_.begin(), credit_out_peer_.end());
-        credit_out_peer_.erase(std::unique(credit_out_peer_.begin(), credit_out_peer_.end()), credit_out_peer_.end());
+        if (worker_.eager_only()) credit_out_peer_.clear();
+        else credit_out_peer_ = prog_->peers; // compiled once per program
         credit_in_peer_ = credit_out_peer_;
         credit_out_.assign(credit_out_peer_.size(), seq_);
         credit_in_.assign(credit_in_peer_.size(), 0);
