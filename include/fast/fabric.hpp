@@ -162,14 +162,22 @@ namespace detail {
     return usual;
 }
 
+/// Each NIC's index among its server's NICs ("NIC k of server s").
+[[nodiscard]] inline std::vector<int> nic_index_in_server(const fabric& f) {
+    std::vector<int> next(static_cast<std::size_t>(f.servers), 0), out;
+    out.reserve(f.nics.size());
+    for (const nic& n : f.nics) out.push_back(next[static_cast<std::size_t>(n.server)]++);
+    return out;
+}
+
 /// Why the planner cannot plan for the valid fabric `f` (one NIC per GPU at equal rates, none
 /// down), naming the first NIC or GPU that breaks it; "" if it can.
 [[nodiscard]] inline std::string uneven_reason(const fabric& f) {
     const double usual = usual_rate(f);
-    std::vector<int> index_in_server(static_cast<std::size_t>(f.servers), 0);
-    for (const nic& n : f.nics) {
-        const std::string name = "NIC " + std::to_string(index_in_server[static_cast<std::size_t>(n.server)]++) +
-                                 " of server " + std::to_string(n.server);
+    const std::vector<int> index = nic_index_in_server(f);
+    for (std::size_t k = 0; k < f.nics.size(); ++k) {
+        const nic& n = f.nics[k];
+        const std::string name = "NIC " + std::to_string(index[k]) + " of server " + std::to_string(n.server);
         if (n.gpus.size() != 1) return name + " serves " + std::to_string(n.gpus.size()) + " GPUs";
         if (n.gbps == 0) return name + " is down";
         if (n.gbps != usual)

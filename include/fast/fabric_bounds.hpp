@@ -30,14 +30,6 @@ struct fabric_bound {
 
 namespace detail {
 
-/// Each NIC's index among its server's NICs ("NIC k of server s").
-[[nodiscard]] inline std::vector<int> nic_index_in_server(const fabric& f) {
-    std::vector<int> next(static_cast<std::size_t>(f.servers), 0), out;
-    out.reserve(f.nics.size());
-    for (const nic& n : f.nics) out.push_back(next[static_cast<std::size_t>(n.server)]++);
-    return out;
-}
-
 /// `b` or, where it is larger, the scale-up part of T_lb: the busiest GPU's intra-server bytes
 /// (cost.hpp's term).
 [[nodiscard]] inline fabric_bound with_scale_up(fabric_bound b, const shared_counts& c, const fabric& f) {
