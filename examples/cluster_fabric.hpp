@@ -104,4 +104,13 @@ inline void apply_overrides(const cluster_options& o, fast::fabric& f) {
     return t;
 }
 
+/// The cluster as the planner takes it (planner(fabric)): the fabric file's, uneven ones too, or
+/// the preset's uniform fabric; with the overrides, validated; its traffic matrix fits in memory.
+[[nodiscard]] inline fast::fabric planning_fabric_of(const cluster_options& o) {
+    if (fabric_file_of(o).empty()) return fast::uniform_fabric(topology_of(o));
+    fast::fabric f = fabric_of(o);
+    check_matrix_fits(fast::planning_topology(f));
+    return f;
+}
+
 } // namespace fast_tools

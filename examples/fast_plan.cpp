@@ -40,6 +40,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -113,9 +114,12 @@ struct variant {
 };
 
 // "fast (rail-packed)" for FAST, the scheduler's name for the others.
-std::string label_of(fast::scheduler s, fast::policy p) {
+// "fast (POLICY)", or on a fabric of uneven rates (`by_rate`), where every policy plans each
+// pair's bytes over its rails by rate, "fast (by rail rate)".
+std::string label_of(fast::scheduler s, fast::policy p, bool by_rate = false) {
     std::string label(fast::to_string(s));
-    if (s == fast::scheduler::fast) label += " (" + std::string(fast::to_string(p)) + ")";
+    if (s == fast::scheduler::fast)
+        label += " (" + (by_rate ? std::string("by rail rate") : std::string(fast::to_string(p))) + ")";
     return label;
 }
 
@@ -188,14 +192,6 @@ std::pair<fast::plan, double> timed_plan(fast::planner& p, const fast::traffic_m
     return {std::move(result), times[times.size() / 2]};
 }
 
-// Whether `o` plans a rank from counts alone (planner::make_rank(shared, own, rank)), as a runtime
-// does: rail packing and direct.
-bool plans_from_counts(const fast::plan_options& o) {
-    return o.scheduler == fast::scheduler::direct ||
-           ((o.scheduler == fast::scheduler::automatic || o.scheduler == fast::scheduler::fast) &&
-            o.policy == fast::policy::rail_packed);
-}
-
 // What one rank pays: planner::make_rank from the counts a runtime agrees on (shared counts and
 // the rank's server's rows and columns, built before the clock starts: the agreement's work),
 // or from the matrix where the options need it; the median of `repeat` calls. Returns the time
@@ -203,7 +199,7 @@ bool plans_from_counts(const fast::plan_options& o) {
 std::pair<double, bool> timed_rank(fast::planner& p, const fast::traffic_matrix& m, const fast::shared_counts& all,
                                    const fast::plan& whole, int rank, int repeat) {
     const fast::topology& topo = whole.topology;
-    const bool from_counts = plans_from_counts(p.options());
+    const bool from_counts = p.plans_rank_from_counts();
     const fast::server_counts own =
         from_counts ? fast::make_server_counts(m, topo, topo.server_of(rank)) : fast::server_counts{};
     auto plan_rank = [&]() -> const fast::rank_program& {
@@ -373,7 +369,8 @@ void check_matrix_file(const options& o, const fast::topology& topo, const fast:
 
 // The traffic of one run, with the figures every row of its table divides by.
 struct traffic_case {
-    fast::topology topo;
+    fast::fabric fabric; // what the planner plans on (uneven fabrics too)
+    fast::topology topo; // its planning_topology
     fast::traffic_matrix matrix;
     double lower_bound_us = 0;
     double total_bytes = 0;
@@ -381,6 +378,8 @@ struct traffic_case {
 
 void print_table_head(const options& o, const traffic_case& c) {
     print_cluster(o, c.topo);
+    if (const std::string why = fast::detail::uneven_reason(c.fabric); !why.empty())
+        std::printf("fabric uneven: %s; T_lb from each server's NICs (fast-plan bounds)\n", why.c_str());
     std::printf("workload %s: %s in all, %s per GPU on average; lower bound T_lb = %.2f us\n", o.workload.c_str(),
                 fast_tools::human_bytes(c.total_bytes).c_str(),
                 fast_tools::human_bytes(c.total_bytes / c.topo.ranks()).c_str(), c.lower_bound_us);
@@ -392,20 +391,34 @@ void print_table_head(const options& o, const traffic_case& c) {
 }
 
 // One row of the table: a scheduler's plan, its median planning time and whether it verified
-// (and every rank's program equals its part of the plan).
+// (and every rank's program equals its part of the plan); no plan where the scheduler cannot
+// plan on the fabric (direct with a NIC down, the baselines without balancing on uneven ones).
 struct row {
     fast::plan plan;
     double planning_us = 0;
     double rank_us = 0;
     bool ok = false;
+    bool planned = true;
 };
 
 row plan_row(const variant& v, const traffic_case& c, const options& o, progress& bar) {
-    fast::planner planner(c.topo, v.options);
-    auto [p, planning_us] = timed_plan(planner, c.matrix, o.repeat, bar, v.label);
-    std::string label = v.label;
+    fast::planner planner(c.fabric, v.options);
+    fast::plan p;
+    double planning_us = 0;
+    try {
+        std::tie(p, planning_us) = timed_plan(planner, c.matrix, o.repeat, bar, v.label);
+    } catch (const fast::invalid_argument& e) {
+        if (fast::is_uniform(c.fabric)) throw;
+        bar.clear();
+        std::printf("%-32s cannot plan on this fabric: %s\n", v.label.c_str(), e.what());
+        return {{}, 0, 0, true, false};
+    }
+    const bool by_rate = !planner.nic_rates().empty();
+    std::string label = v.options.scheduler == fast::scheduler::fast && by_rate
+                            ? label_of(fast::scheduler::fast, v.options.policy, true)
+                            : v.label;
     if (v.options.scheduler == fast::scheduler::automatic)
-        label += ": " + label_of(planner.last_scheduler(), v.options.policy);
+        label += ": " + label_of(planner.last_scheduler(), v.options.policy, by_rate);
     bar.show("planning " + label + " per rank ...");
     const auto [rank_us, programs_equal] = timed_ranks(planner, c.matrix, p, o.repeat, o.seed);
     bar.show("verifying " + label + " (" + std::to_string(p.transfers.size()) + " transfers) ...");
@@ -424,7 +437,7 @@ row plan_row(const variant& v, const traffic_case& c, const options& o, progress
     if (!check.ok()) std::fprintf(stderr, "fast-plan: %s: %s\n", label.c_str(), check.message().c_str());
     else if (!programs_equal)
         std::fprintf(stderr, "fast-plan: %s: a rank's program differs from the whole plan's part\n", label.c_str());
-    return {std::move(p), planning_us, rank_us, ok};
+    return {std::move(p), planning_us, rank_us, ok, true};
 }
 
 // Writes `r`'s plan to --json (opened before any planning) and closes it.
@@ -465,7 +478,10 @@ void write_svg(const options& o, std::ofstream& out, const std::vector<variant>&
 }
 
 int run_plan(const options& o) {
-    const fast::topology topo = fast_tools::topology_of(o);
+    // --all reads many matrices for one uniform topology; one matrix may be planned on any fabric.
+    const fast::fabric fabric =
+        o.all ? fast::uniform_fabric(fast_tools::topology_of(o)) : fast_tools::planning_fabric_of(o);
+    const fast::topology topo = fast::planning_topology(fabric);
     const fast::workload_spec spec = fast::parse_workload(o.workload);
     const std::int64_t bytes_per_gpu = fast_tools::bytes_per_gpu_of(o);
     const std::int64_t unit = fast_tools::unit_of(o);
@@ -478,8 +494,8 @@ int run_plan(const options& o) {
         return run_all(o, topo, spec, unit);
     }
     const std::vector<variant> variants = variants_of(o);
-    traffic_case c{topo, fast::make_workload(spec, topo, bytes_per_gpu, o.seed, unit), 0, 0};
-    c.lower_bound_us = fast::lower_bound_us(c.matrix, topo);
+    traffic_case c{fabric, topo, fast::make_workload(spec, topo, bytes_per_gpu, o.seed, unit), 0, 0};
+    c.lower_bound_us = fast::lower_bound(fast::make_shared_counts(c.matrix, topo), fabric).us;
     c.total_bytes = static_cast<double>(c.matrix.sum());
     const fast_plan::lane_mode lanes = parse_lanes(o.svg_lanes);
     // Opened now, so that a bad path fails before any planning.
@@ -487,15 +503,24 @@ int run_plan(const options& o) {
     print_table_head(o, c);
     progress bar;
     int failures = 0;
-    std::vector<fast::plan> kept; // for --svg
+    std::vector<fast::plan> kept; // for --svg, with the variants that made them
+    std::vector<variant> drawn;
     for (std::size_t k = 0; k < variants.size(); ++k) {
         row r = plan_row(variants[k], c, o, bar);
         if (!r.ok) ++failures;
+        if (!r.planned) {
+            if (k == 0 && !o.json.empty())
+                throw fast::invalid_argument("--json: " + variants[k].label + " made no plan");
+            continue;
+        }
         if (k == 0 && !o.json.empty()) write_json(o, json_out, r, c, bar);
-        if (!o.svg.empty()) kept.push_back(std::move(r.plan));
+        if (!o.svg.empty()) {
+            kept.push_back(std::move(r.plan));
+            drawn.push_back(variants[k]);
+        }
     }
     if (!o.json.empty()) std::printf("\nplan of %s written to %s\n", variants.front().label.c_str(), o.json.c_str());
-    if (!o.svg.empty()) write_svg(o, svg_out, variants, kept, c, lanes, bar);
+    if (!o.svg.empty()) write_svg(o, svg_out, drawn, kept, c, lanes, bar);
     return failures == 0 ? 0 : 1;
 }
 
@@ -542,7 +567,7 @@ int run_verify(const options& o) {
         return 1;
     }
     const double predicted = fast::predict_us(doc.plan);
-    const double bound = fast::lower_bound_us(doc.matrix, doc.plan.topology);
+    const double bound = fast::plan_lower_bound_us(doc.plan, doc.matrix);
     std::printf("%s: OK: %s, %zu steps, %zu stages, %s delivered%s; predicted %.2f us, T_lb %.2f us (%.4f)\n",
                 o.verify_file.c_str(), fast::detail::quote_input(doc.plan.scheduler).c_str(), doc.plan.steps(),
                 fast::count_stages(doc.plan), fast_tools::human_bytes(static_cast<double>(v.delivered_bytes)).c_str(),

@@ -9,7 +9,8 @@
 /// receive (a copy to itself uses both scale-up ports). A port's transfers of one step form one
 /// batch that starts when the last of them can start and lasts alpha (of the tier) + bytes /
 /// bandwidth. A transfer ends when the batches of both of its ports have ended. The predicted
-/// completion is when the last rank finishes its last step.
+/// completion is when the last rank finishes its last step. On an uneven fabric each rank's
+/// scale-out ports run at its own rate (plan::nic_gbps); a batch on a NIC that is down never ends.
 
 #include <algorithm>
 #include <cstdint>
@@ -124,12 +125,13 @@ inline constexpr std::size_t ports_per_rank = 4;
         for (const std::size_t q : touched_ports) {
             const auto which = static_cast<port>(q % detail::ports_per_rank);
             const bool out_tier = detail::is_scale_out(which);
-            const double gbps = out_tier ? topo.scale_out_gbps : topo.scale_up_gbps;
+            const int rank = static_cast<int>(q / detail::ports_per_rank);
+            const double gbps = out_tier ? p.scale_out_gbps(rank) : topo.scale_up_gbps; // 0: never ends
             batch_end[q] = batch_start[q] + (out_tier ? topo.alpha_out_us : topo.alpha_up_us) +
                            static_cast<double>(batch_bytes[q]) / (gbps * 1e3);
             if (record_batches)
-                out.batches.push_back({static_cast<std::uint32_t>(k), static_cast<int>(q / detail::ports_per_rank),
-                                       which, batch_start[q], batch_end[q], detail::saturate_bytes(batch_bytes[q])});
+                out.batches.push_back({static_cast<std::uint32_t>(k), rank, which, batch_start[q], batch_end[q],
+                                       detail::saturate_bytes(batch_bytes[q])});
         }
         for (const transfer& t : transfers) {
             const double end = std::max(batch_end[send_port(t)], batch_end[recv_port(t)]);

@@ -6,7 +6,9 @@
 /// `topology` (one NIC per GPU, all at one rate); to_topology says why a fabric is not one.
 /// The file format "fast-fabric/1" is in fabric_json.hpp (docs/formats.md).
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -201,14 +203,55 @@ namespace detail {
     return detail::uneven_reason(f).empty();
 }
 
-/// The planner's topology of `f`. Throws fast::invalid_argument for an invalid fabric
-/// (validate) and for an uneven one, saying which NIC or GPU makes it so.
+/// Each rank's scale-out rate on `f` (valid), in GB/s: its share of every NIC it hangs off (a
+/// NIC's rate split evenly among its GPUs), 0 where its only NIC is down. Rank order as topology.
+[[nodiscard]] inline std::vector<double> nic_rates(const fabric& f) {
+    std::vector<double> out(static_cast<std::size_t>(f.servers) * static_cast<std::size_t>(f.gpus_per_server), 0.0);
+    for (const nic& n : f.nics)
+        for (const int g : n.gpus)
+            out[static_cast<std::size_t>(n.server * f.gpus_per_server + g)] +=
+                n.gbps / static_cast<double>(n.gpus.size());
+    return out;
+}
+
+/// The topology the planner plans `f` on (validated): its shape, scale-up figures and alphas,
+/// and as scale-out rate the fastest rank's (nic_rates). Where every rank's rate is the same
+/// (one NIC per GPU, or the same sharing everywhere) it is the whole story; otherwise the
+/// planner also takes the ranks' rates (planner(fabric)).
+[[nodiscard]] inline topology planning_topology(const fabric& f) {
+    validate(f);
+    const std::vector<double> rates = nic_rates(f);
+    const double fastest = *std::max_element(rates.begin(), rates.end());
+    // Every NIC down (one server: nothing leaves it): the rate has no use; the scale-up one stands in.
+    return {f.servers,     f.gpus_per_server, f.scale_up_gbps, fastest > 0 ? fastest : f.scale_up_gbps,
+            f.alpha_up_us, f.alpha_out_us};
+}
+
+/// Whether ranks of `f` (valid) scale out at different rates: the planner then plans each
+/// server pair's bytes over its rails in proportion to their rates.
+[[nodiscard]] inline bool has_uneven_rates(const fabric& f) {
+    const std::vector<double> rates = nic_rates(f);
+    return std::adjacent_find(rates.begin(), rates.end(), std::not_equal_to<>()) != rates.end();
+}
+
+/// A fabric of topology `t` with one NIC per rank at `rates[rank]` GB/s: the same ranks' rates
+/// (nic_rates) as any fabric they came from, so a planner on it plans alike.
+[[nodiscard]] inline fabric fabric_of_rates(const topology& t, const std::vector<double>& rates) {
+    fabric f{t.servers, t.gpus_per_server, t.scale_up_gbps, t.alpha_up_us, t.alpha_out_us, {}};
+    f.nics.reserve(rates.size());
+    for (int r = 0; r < t.ranks(); ++r)
+        f.nics.push_back({t.server_of(r), {t.local_of(r)}, rates[static_cast<std::size_t>(r)]});
+    return f;
+}
+
+/// The topology of `f`, where it is one NIC per GPU at equal rates. Throws
+/// fast::invalid_argument for an invalid fabric (validate) and for an uneven one, saying which
+/// NIC or GPU makes it so (planner(fabric) plans those).
 [[nodiscard]] inline topology to_topology(const fabric& f) {
     validate(f);
     if (const std::string why = detail::uneven_reason(f); !why.empty())
         throw invalid_argument("fabric: " + why +
-                               ": the planner needs one NIC per GPU at equal rates (uneven fabrics are not "
-                               "supported yet)");
+                               ": a topology is one NIC per GPU at equal rates (planner(fabric) plans uneven ones)");
     return {f.servers, f.gpus_per_server, f.scale_up_gbps, f.nics.front().gbps, f.alpha_up_us, f.alpha_out_us};
 }
 

@@ -57,11 +57,19 @@ struct plan {
     /// The plan claims that within every step each rank sends to at most one rank and receives
     /// from at most one rank over scale-out (incast-free); the verifier checks the claim.
     bool one_to_one_scale_out = false;
+    /// Per rank: its scale-out rate in GB/s on an uneven fabric (its share of its NICs; 0: its
+    /// NIC is down, so no scale-out transfer may touch it). Empty: topology.scale_out_gbps for all.
+    std::vector<double> nic_gbps;
     std::vector<std::int64_t> scratch_bytes; ///< per rank
     std::vector<transfer> transfers;
     std::vector<std::size_t> step_offsets{0};
 
     [[nodiscard]] std::size_t steps() const noexcept { return step_offsets.size() - 1; }
+
+    /// Rank `rank`'s scale-out rate in GB/s (nic_gbps, or the topology's).
+    [[nodiscard]] double scale_out_gbps(int rank) const noexcept {
+        return nic_gbps.empty() ? topology.scale_out_gbps : nic_gbps[static_cast<std::size_t>(rank)];
+    }
 
     [[nodiscard]] std::span<const transfer> step(std::size_t k) const noexcept {
         return {transfers.data() + step_offsets[k], step_offsets[k + 1] - step_offsets[k]};

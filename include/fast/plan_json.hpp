@@ -4,7 +4,7 @@
 ///   {"format": "fast-plan/1",
 ///    "topology": {"servers", "gpus_per_server", "scale_up_gbps", "scale_out_gbps",
 ///                 "alpha_up_us", "alpha_out_us"},
-///    "scheduler": name, "one_to_one_scale_out": bool,
+///    "scheduler": name, "one_to_one_scale_out": bool, optional "nic_gbps": [per rank],
 ///    "matrix": R x R bytes (row = source rank), "scratch_bytes": [per rank],
 ///    "steps": [{"transfers": [{"src", "dst", "bytes", "tier", "src_buffer", "src_offset",
 ///                              "dst_buffer", "dst_offset"}]}],
@@ -25,6 +25,7 @@
 #include "cost.hpp"
 #include "detail/json_fields.hpp"
 #include "error.hpp"
+#include "fabric_bounds.hpp"
 #include "plan.hpp"
 #include "traffic.hpp"
 
@@ -57,13 +58,20 @@ struct plan_document {
     plan_summary summary;
 };
 
+/// T_lb of `m` on `p`'s cluster: the topology's, or on an uneven fabric (plan::nic_gbps) from
+/// each server's summed rates (fabric_bounds.hpp).
+[[nodiscard]] inline double plan_lower_bound_us(const plan& p, const traffic_matrix& m) {
+    if (p.nic_gbps.empty()) return lower_bound_us(m, p.topology);
+    return lower_bound(make_shared_counts(m, p.topology), fabric_of_rates(p.topology, p.nic_gbps)).us;
+}
+
 /// The summary of `p` for `m`: stages, steps, the agreement, predicted time and bound from the
 /// cost model, and the planning times given.
 [[nodiscard]] inline plan_summary summarize(const plan& p, const traffic_matrix& m, double planning_time_us = 0,
                                             double rank_planning_time_us = 0) {
     const agreement a = plan_agreement(p.topology);
     return {count_stages(p), p.steps(), planning_time_us, rank_planning_time_us,
-            a.network_bytes, a.us,      predict_us(p),    lower_bound_us(m, p.topology)};
+            a.network_bytes, a.us,      predict_us(p),    plan_lower_bound_us(p, m)};
 }
 
 /// Writes `p` and `m` as "fast-plan/1". Streams step by step, so large plans need no document
@@ -79,7 +87,9 @@ inline void write_plan_json(std::ostream& out, const plan& p, const traffic_matr
                                 {"alpha_out_us", topo.alpha_out_us}};
     out << "{\"format\": " << json(plan_format).dump() << ",\n \"topology\": " << topology_json.dump()
         << ",\n \"scheduler\": " << json(p.scheduler).dump()
-        << ",\n \"one_to_one_scale_out\": " << (p.one_to_one_scale_out ? "true" : "false") << ",\n \"matrix\": [";
+        << ",\n \"one_to_one_scale_out\": " << (p.one_to_one_scale_out ? "true" : "false");
+    if (!p.nic_gbps.empty()) out << ",\n \"nic_gbps\": " << json(p.nic_gbps).dump();
+    out << ",\n \"matrix\": [";
     for (Eigen::Index i = 0; i < m.rows(); ++i) {
         out << (i ? ",\n  [" : "\n  [");
         for (Eigen::Index j = 0; j < m.cols(); ++j) out << (j ? "," : "") << m(i, j);
@@ -226,6 +236,13 @@ inline plan_summary read_summary_json(const nlohmann::json& document) {
     }
     doc.matrix = detail::read_matrix_json(json_field(document, "matrix", name), p.topology, name + ".matrix");
     const int ranks = p.topology.ranks();
+    if (const auto it = document.find("nic_gbps"); it != document.end()) {
+        const json& rates =
+            detail::json_array(*it, static_cast<std::size_t>(ranks), name + ".nic_gbps", "entries (one per rank)");
+        for (std::size_t i = 0; i < rates.size(); ++i)
+            p.nic_gbps.push_back(
+                detail::json_number_at_least(rates[i], name + ".nic_gbps[" + std::to_string(i) + "]", 0.0));
+    }
     const json& scratch =
         detail::json_array(json_field(document, "scratch_bytes", name), static_cast<std::size_t>(ranks),
                            name + ".scratch_bytes", "entries (one per rank)");

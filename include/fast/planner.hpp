@@ -24,6 +24,10 @@
 /// paper's layout on a quantised bottleneck decomposition with ramps. With the automatic
 /// scheduler (the default) the schedule's predicted time decides between it and direct
 /// (baselines.hpp) before the emission. Tuned numbers: detail/tuning.hpp.
+///
+/// On a fabric whose ranks scale out at different rates (planner(fabric); fabric.hpp) every
+/// policy plans the paper's layout in time: each server pair's bytes over its rails in
+/// proportion to their rates, nothing on a NIC that is down (detail/uneven_rails.hpp).
 
 #include <algorithm>
 #include <cmath>
@@ -50,7 +54,9 @@
 #include "detail/sorting.hpp"
 #include "detail/tuning.hpp"
 #include "detail/unbalanced.hpp"
+#include "detail/uneven_rails.hpp"
 #include "error.hpp"
+#include "fabric.hpp"
 #include "plan.hpp"
 #include "plan_options.hpp"
 #include "rank_program.hpp"
@@ -67,8 +73,25 @@ public:
         validate(options_);
     }
 
+    /// Plans on the fabric `f` (validated): on its planning_topology, and where its ranks scale
+    /// out at different rates, with each rank's rate (nic_rates): every plan then carries them
+    /// (plan::nic_gbps) and its scale-out avoids NICs that are down.
+    explicit planner(const fabric& f, plan_options options = {}) : planner(planning_topology(f), options) {
+        if (has_uneven_rates(f)) rates_ = fast::nic_rates(f);
+    }
+
     [[nodiscard]] const fast::topology& topology() const noexcept { return topo_; }
     [[nodiscard]] const plan_options& options() const noexcept { return options_; }
+    /// Whether make_rank(shared, own, rank) plans with these options (a runtime's rank plans from
+    /// the counts it agreed on): direct, and FAST's rail packing or uneven layout.
+    [[nodiscard]] bool plans_rank_from_counts() const noexcept {
+        return options_.scheduler == scheduler::direct ||
+               ((options_.scheduler == scheduler::fast || options_.scheduler == scheduler::automatic) &&
+                plans_from_counts());
+    }
+    /// Each rank's scale-out rate where the fabric's differ (planner(fabric)); empty where all
+    /// run at topology().scale_out_gbps.
+    [[nodiscard]] std::span<const double> nic_rates() const noexcept { return rates_; }
 
     /// Plans `m` (validated against the topology): the whole plan. The reference stays valid
     /// until the next call.
@@ -76,9 +99,15 @@ public:
         focus_ = -1;
         work_us_ = 0;
         last_scheduler_ = options_.scheduler; // automatic: make_fast says which it chose
+        check_scheduler_fits_rates();
         switch (options_.scheduler) {
         case scheduler::direct:
             validate_traffic(m, topo_);
+            if (!rates_.empty()) {
+                fill_shared_counts(m, topo_, own_shared_, own_, part_);
+                counts_ = &own_shared_;
+                check_direct_reaches();
+            }
             detail::fill_direct_plan(m, topo_, plan_, received_at_);
             work_us_ = direct_planning_us();
             break;
@@ -93,6 +122,7 @@ public:
             make_fast();
             break;
         }
+        plan_.nic_gbps = rates_;
         return plan_;
     }
 
@@ -112,7 +142,8 @@ public:
             rank_ = restrict_to_rank(make(m), rank);
             return rank_;
         }
-        if (options_.scheduler != scheduler::direct && options_.policy != policy::rail_packed) {
+        check_scheduler_fits_rates();
+        if (options_.scheduler != scheduler::direct && !plans_from_counts()) {
             // The paper's layouts balance every pair up front: their shares come from the summary.
             use_matrix(m);
             focus_ = rank;
@@ -135,8 +166,10 @@ public:
     /// own part; a direct program O(R).
     const rank_program& make_rank(const shared_counts& all, const server_counts& own, int rank) {
         check_rank(rank);
-        if (needs_whole_plan() || (options_.scheduler != scheduler::direct && options_.policy != policy::rail_packed))
-            throw invalid_argument("make_rank from counts plans the rail-packed policy and direct; scheduler '" +
+        check_scheduler_fits_rates();
+        if (needs_whole_plan() || (options_.scheduler != scheduler::direct && !plans_from_counts()))
+            throw invalid_argument("make_rank from counts plans the rail-packed policy, uneven rates and direct; "
+                                   "scheduler '" +
                                    std::string(to_string(options_.scheduler)) + "' with policy '" +
                                    std::string(to_string(options_.policy)) + "' needs the traffic matrix");
         validate_counts(all, own, rank);
@@ -147,7 +180,8 @@ public:
     /// The FAST schedule alone, as every rank computes it before its own transfers (make_rank
     /// without the emission; the automatic choice is not made): the length in bytes of each
     /// scale-out step, the longest slot of the step, in step order. For benchmarks and for
-    /// runtimes that want the shape of a call. The span stays valid until the next call.
+    /// runtimes that want the shape of a call (on uneven rates, in bytes at the fastest rank's
+    /// rate: the steps' durations). The span stays valid until the next call.
     std::span<const std::int64_t> make_schedule(const traffic_matrix& m) {
         work_us_ = 0;
         use_matrix(m);
@@ -189,8 +223,33 @@ private:
 
     [[nodiscard]] bool needs_whole_plan() const noexcept {
         return options_.scheduler == scheduler::spreadout || options_.scheduler == scheduler::fast_unbalanced ||
-               (options_.scheduler != scheduler::direct && options_.policy == policy::exact &&
+               (options_.scheduler != scheduler::direct && !plans_from_counts() && options_.policy == policy::exact &&
                 options_.order == stage_order::automatic);
+    }
+
+    // Whether FAST's schedule needs only the shared counts: rail packing, and the uneven layout.
+    [[nodiscard]] bool plans_from_counts() const noexcept {
+        return options_.policy == policy::rail_packed || !rates_.empty();
+    }
+
+    // Spreadout and FAST without balancing plan for equal NICs.
+    void check_scheduler_fits_rates() const {
+        if (!rates_.empty() &&
+            (options_.scheduler == scheduler::spreadout || options_.scheduler == scheduler::fast_unbalanced))
+            throw invalid_argument("scheduler '" + std::string(to_string(options_.scheduler)) +
+                                   "' plans for equal NICs; this fabric's ranks scale out at different rates");
+    }
+
+    // Direct sends each rank's bytes through its own NIC: where one is down and has bytes to
+    // move across servers, it cannot run (from the shared counts).
+    void check_direct_reaches() const {
+        for (std::size_t k = 0; k < rates_.size(); ++k) {
+            const gpu_totals& x = counts_->gpus[k];
+            if (rates_[k] == 0 && (x.out > 0 || x.in > 0))
+                throw invalid_argument("direct cannot run: rank " + std::to_string(k) + "'s NIC is down and it has " +
+                                       std::to_string(x.out) + " bytes to send and " + std::to_string(x.in) +
+                                       " to receive across servers");
+        }
     }
 
     // Plans from the matrix: its summary (validating it), the shared counts from the summary.
@@ -294,11 +353,12 @@ private:
         last_scheduler_ = scheduler::fast;
         out_share_ = detail::busiest_share(counts_->gpus, topo_.servers, topo_.gpus_per_server, true);
         in_share_ = detail::busiest_share(counts_->gpus, topo_.servers, topo_.gpus_per_server, false);
-        switch (options_.policy) {
-        case policy::exact: make_exact(); break;
-        case policy::bottleneck: make_bottleneck(); break;
-        case policy::rail_packed: make_rail_packed(); break;
-        }
+        if (!rates_.empty()) make_uneven();
+        else switch (options_.policy) {
+            case policy::exact: make_exact(); break;
+            case policy::bottleneck: make_bottleneck(); break;
+            case policy::rail_packed: make_rail_packed(); break;
+            }
         if (focus_ < 0 && last_scheduler_ == scheduler::fast) plan_.scheduler = "fast";
     }
 
@@ -467,18 +527,40 @@ private:
     // (largest stages first), with ramps and scale-up work in windows.
     void make_bottleneck() {
         detail::summarize_servers(summary_, detail::rail_shares::compute, servers_);
+        schedule_bottleneck(servers_.server, servers_.share);
+        slots_of_.build(schedule_, focus_ < 0 ? -1 : topo_.server_of(focus_));
+        emit(detail::gather_timing::windowed, servers_.share, capacity_by::pair, detail::rail_preference::own_first);
+    }
+
+    // The bottleneck layout's schedule: the quantised bottleneck stages of the S x S `server`
+    // matrix (per rail), every stage on all rails with each (pair, rail) carrying `share`,
+    // shaped with ramps; step_bytes_ its step lengths.
+    void schedule_bottleneck(std::span<const std::int64_t> server, std::span<const std::int64_t> share) {
         const auto us = static_cast<std::size_t>(topo_.servers);
-        matrix_ = servers_.server;
-        detail::decompose_quantised(matrix_, topo_.servers,
-                                    choose_quantum(detail::largest_line(servers_.server, us), 1), stages_, padding_);
+        matrix_.assign(server.begin(), server.end());
+        detail::decompose_quantised(matrix_, topo_.servers, choose_quantum(detail::largest_line(server, us), 1),
+                                    stages_, padding_);
         sequence_.resize(stages_.size());
         std::iota(sequence_.begin(), sequence_.end(), std::size_t{0});
-        detail::build_uniform_rails(stages_, {sequence_, servers_.share, topo_.gpus_per_server, 1}, left_, schedule_);
+        detail::build_uniform_rails(stages_, {sequence_, share, topo_.gpus_per_server, 1}, left_, schedule_);
         detail::shape_steps(schedule_, {ramp_growth(options_.ramp), alpha_bytes(options_.min_step_alphas), 0, 0},
                             shaping_ws_);
-        slots_of_.build(schedule_, focus_ < 0 ? -1 : topo_.server_of(focus_));
         detail::step_lengths(schedule_, step_bytes_);
-        emit(detail::gather_timing::windowed, servers_.share, capacity_by::pair, detail::rail_preference::own_first);
+    }
+
+    // Uneven rates: the bottleneck layout in time (bytes at the fastest rank's rate), each pair's
+    // bytes over its rails in proportion to their rates; then each slot's time in its rail's
+    // bytes. From the pair matrix alone, so a rank plans it from the shared counts. The step
+    // lengths stay in time: what emission and the automatic choice weigh.
+    void make_uneven() {
+        work_us_ += candidate_us() + schedule_rest_us();
+        detail::summarize_uneven(counts_->pair, topo_.servers, topo_.gpus_per_server, rates_, topo_.scale_out_gbps,
+                                 uneven_);
+        schedule_bottleneck(uneven_.server, uneven_.time);
+        if (schedule_only_) return;
+        detail::time_to_bytes(schedule_, uneven_, done_time_, done_bytes_, shaping_ws_.begin, shaping_ws_.members);
+        slots_of_.build(schedule_, focus_ < 0 ? -1 : topo_.server_of(focus_));
+        emit(detail::gather_timing::windowed, uneven_.share, capacity_by::pair, detail::rail_preference::own_first);
     }
 
     // How emit finds a (pair, rail)'s capacity: keyed like the stream slots (rail packing), or
@@ -568,9 +650,11 @@ private:
         auto port = [&](std::int64_t bytes, double alpha, double gbps) {
             if (bytes > 0) worst = std::max(worst, alpha + detail::transfer_us(bytes, gbps));
         };
-        for (const gpu_totals& x : counts_->gpus) {
-            port(x.out, topo_.alpha_out_us, topo_.scale_out_gbps);
-            port(x.in, topo_.alpha_out_us, topo_.scale_out_gbps);
+        for (std::size_t k = 0; k < counts_->gpus.size(); ++k) {
+            const gpu_totals& x = counts_->gpus[k];
+            const double out = rates_.empty() ? topo_.scale_out_gbps : rates_[k]; // 0: never ends
+            port(x.out, topo_.alpha_out_us, out);
+            port(x.in, topo_.alpha_out_us, out);
             port(x.up_sent, topo_.alpha_up_us, topo_.scale_up_gbps);
             port(x.up_received, topo_.alpha_up_us, topo_.scale_up_gbps);
         }
@@ -716,6 +800,7 @@ private:
 
     // The direct plan, or the focus rank's program of it (from its row and column).
     void make_direct() {
+        if (!rates_.empty()) check_direct_reaches();
         last_scheduler_ = scheduler::direct;
         work_us_ += direct_planning_us();
         const auto r = static_cast<std::size_t>(topo_.ranks());
@@ -747,6 +832,7 @@ private:
 
     fast::topology topo_;
     plan_options options_;
+    std::vector<double> rates_; // per rank, its scale-out rate where they differ; empty: all topo_'s
     plan plan_;
     // The call's inputs: the matrix (whole plans, and make_rank(m, rank) of the paper's layouts)
     // or the focus server's counts; the shared counts either way.
@@ -791,6 +877,9 @@ private:
     detail::stream_slots slots_of_;
     std::vector<std::int64_t> capacity_; // rail packing: per (pair, rail), what its slots carry
     detail::tile_workspace tile_ws_;
+    detail::uneven_traffic uneven_;       // uneven rates: each (pair, rail)'s bytes, time and rate
+    std::vector<std::int64_t> done_time_; // time_to_bytes' workspaces
+    std::vector<std::int64_t> done_bytes_;
     std::vector<std::int64_t> head_; // per rail of the tile being emitted: its bytes in the first step
     detail::plan_builder builder_;
     std::vector<std::uint32_t> pair_counts_; // number_pairs' workspace

@@ -7,6 +7,7 @@
 /// its step, transfer, rank and offset.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <iterator>
 #include <map>
@@ -34,6 +35,7 @@ enum class violation_kind {
     not_delivered,       ///< bytes of a block that never reach their place in `recv`
     incast,              ///< (one-to-one plans) a rank receives from two ranks over scale-out
     fan_out,             ///< (one-to-one plans) a rank sends to two ranks over scale-out
+    down_nic,            ///< a scale-out transfer from or to a rank whose NIC is down (plan::nic_gbps 0)
 };
 
 [[nodiscard]] constexpr const char* to_string(violation_kind k) noexcept {
@@ -50,6 +52,7 @@ enum class violation_kind {
     case violation_kind::not_delivered: return "not delivered";
     case violation_kind::incast: return "incast";
     case violation_kind::fan_out: return "fan-out";
+    case violation_kind::down_nic: return "down NIC";
     }
     return "unknown";
 }
@@ -178,6 +181,15 @@ public:
             if (plan_.scratch_bytes[static_cast<std::size_t>(k)] < 0)
                 return fail(violation_kind::malformed, 0, none(), k, 0,
                             "scratch_bytes of rank " + std::to_string(k) + " is negative");
+        if (!plan_.nic_gbps.empty() && plan_.nic_gbps.size() != static_cast<std::size_t>(r))
+            return fail(violation_kind::malformed, 0, none(), -1, 0,
+                        "nic_gbps has " + std::to_string(plan_.nic_gbps.size()) +
+                            " entries, expected none or one per rank (" + std::to_string(r) + ")");
+        for (int k = 0; k < static_cast<int>(plan_.nic_gbps.size()); ++k)
+            if (const double v = plan_.nic_gbps[static_cast<std::size_t>(k)]; !(std::isfinite(v) && v >= 0))
+                return fail(violation_kind::malformed, 0, none(), k, 0,
+                            "nic_gbps of rank " + std::to_string(k) + " is " + detail::format_number(v) +
+                                ", expected a number >= 0");
         const std::vector<std::size_t>& offsets = plan_.step_offsets;
         if (offsets.empty() || offsets.front() != 0 || offsets.back() != plan_.transfers.size() ||
             !std::is_sorted(offsets.begin(), offsets.end()))
@@ -292,6 +304,12 @@ private:
         if (t.tier == tier::scale_out && same)
             return fail(violation_kind::tier_mismatch, step, i, t.src, 0,
                         "scale-out transfer inside server " + std::to_string(topo_.server_of(t.src)));
+        if (t.tier == tier::scale_out)
+            for (const int end : {t.src, t.dst})
+                if (plan_.scale_out_gbps(end) == 0)
+                    return fail(violation_kind::down_nic, step, i, end, 0,
+                                "scale-out transfer " + std::to_string(t.src) + " -> " + std::to_string(t.dst) +
+                                    " through rank " + std::to_string(end) + "'s NIC, which is down");
         if (__builtin_add_overflow(t.src_offset, t.bytes, &ends.src) || ends.src > buffer_size(t.src, t.src_buffer))
             return fail(violation_kind::out_of_bounds, step, i, t.src, t.src_offset,
                         "reads past the end of rank " + std::to_string(t.src) + "'s " +

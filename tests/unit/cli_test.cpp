@@ -344,8 +344,22 @@ TEST_CASE("--fabric and FAST_FABRIC: the cluster of a fabric file, planned and v
     nlohmann::json uneven = load(fabric);
     uneven["nics"]["rates"] = {{{"server", 1}, {"nic", 3}, {"gbps", 0}}};
     save(uneven, fabric);
+    // A NIC down: FAST plans around it (the plan carries each rank's rate, and verifies), direct cannot run.
+    const result around =
+        run("--fabric " + fabric + " --workload uniform --bytes-per-gpu 4M --schedulers fast,direct --json " + plan);
+    INFO(around.output);
+    CHECK(around.status == 0);
+    CHECK_THAT(around.output,
+               Catch::Contains("fabric uneven: NIC 3 of server 1 is down") &&
+                   Catch::Contains("cannot plan on this fabric: direct cannot run: rank 7's NIC is down"));
+    const nlohmann::json around_plan = load(plan);
+    CHECK(around_plan["nic_gbps"].size() == 8);
+    CHECK(around_plan["nic_gbps"][7] == 0.0);
+    CHECK(around_plan["nic_gbps"][6] == 12.5);
+    CHECK(run("verify " + plan).status == 0);
     const std::pair<std::string, std::string> bad[] = {
-        {"--fabric " + fabric, fabric + ": fabric: NIC 3 of server 1 is down: the planner needs one NIC per GPU"},
+        {"--fabric " + fabric + " --all --workload file:" + fabric,
+         fabric + ": fabric: NIC 3 of server 1 is down: a topology is one NIC per GPU"},
         {"--fabric " + fabric + " --servers 3", "--servers 3 contradicts --fabric " + fabric + " (2 servers)"},
         {"--fabric " + fabric + " --preset h200", "--preset h200 and --fabric " + fabric + ": give one of the two"},
         {"--fabric /nonexistent/f.json", "cannot read fabric file '/nonexistent/f.json'"},

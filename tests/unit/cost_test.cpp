@@ -15,6 +15,18 @@ TEST_CASE("one transfer costs alpha + bytes / bandwidth") {
     CHECK(lower_bound_us(m, t) == Approx(30.0));
 }
 
+TEST_CASE("on an uneven fabric each rank's NIC runs at its own rate; a transfer at the slower end's") {
+    const topology t = make_topology(2, 1); // 50 GB/s, 10 us
+    traffic_matrix m = traffic_matrix::Zero(2, 2);
+    m(0, 1) = 1'000'000;
+    plan p = make_direct_plan(m, t);
+    p.nic_gbps = {50, 12.5}; // 80 us at the receiver's rate
+    fast::test::check_plan(p, m);
+    CHECK(predict_us(p) == Approx(90.0));
+    p.nic_gbps = {25, 100};
+    CHECK(predict_us(p) == Approx(50.0));
+}
+
 TEST_CASE("a port's transfers in one step form one batch") {
     const topology t = make_topology(3, 1);
     traffic_matrix m = traffic_matrix::Zero(3, 3);

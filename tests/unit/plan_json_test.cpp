@@ -46,6 +46,23 @@ TEST_CASE("plans round-trip through fast-plan/1 unchanged, for every scheduler")
     }
 }
 
+TEST_CASE("a plan on an uneven fabric keeps each rank's rate, and its T_lb is the fabric's") {
+    fabric f = preset_fabric(preset::h200, 2, 2);
+    f.nics[1].gbps = 0;
+    const traffic_matrix m = make_uniform(planning_topology(f), 1 << 20);
+    planner p(f);
+    const plan& made = p.make(m);
+    fast::test::check_plan(made, m);
+    const plan_document doc = from_json(to_json(made, m));
+    CHECK(doc.plan == made);
+    CHECK(doc.plan.nic_gbps == std::vector<double>{50, 0, 50, 50});
+    CHECK(doc.summary.lower_bound_us == Approx(lower_bound(make_shared_counts(m, made.topology), f).us));
+    CHECK(doc.summary.lower_bound_us > lower_bound_us(m, made.topology)); // three NICs do server 0's work
+    std::string text = to_json(made, m);
+    text.replace(text.find("\"nic_gbps\": [50.0"), 16, "\"nic_gbps\": [-1.0");
+    CHECK_THROWS_WITH(from_json(text), Catch::Contains("p.nic_gbps[0]"));
+}
+
 TEST_CASE("bad plan files name the field that is wrong") {
     const topology t = make_topology(2, 2);
     const traffic_matrix m = make_uniform(t, 300);

@@ -17,15 +17,12 @@ namespace fast::test {
 /// transfers of r in the same order, sizes, offsets and pair indices, and r's scratch size; and
 /// that one increasing map from the programs' steps to the plan's steps fits every rank (the
 /// programs number steps alike; the whole plan leaves out steps nobody has transfers in). Where
-/// the options plan from counts (rail packing, direct), make_rank(shared, own, r) must give the
+/// the options plan from counts (planner::plans_rank_from_counts), make_rank(shared, own, r) must give the
 /// same program as make_rank(m, r).
 inline void check_rank_programs(planner& p, const traffic_matrix& m) {
     const plan whole = p.make(m);
     check_plan(whole, m);
-    const plan_options& o = p.options();
-    const bool from_counts =
-        o.scheduler == scheduler::direct ||
-        ((o.scheduler == scheduler::fast || o.scheduler == scheduler::automatic) && o.policy == policy::rail_packed);
+    const bool from_counts = p.plans_rank_from_counts();
     const shared_counts all = make_shared_counts(m, whole.topology);
     std::vector<std::int64_t> plan_step_of; // per program step: the plan's step, or -1
     for (int r = 0; r < whole.topology.ranks(); ++r) {

@@ -203,6 +203,21 @@ TEST_CASE("each violation kind is caught and located") {
         q.one_to_one_scale_out = true;
         CHECK(kind_of(q, h.m) == violation_kind::fan_out);
     }
+    SECTION("scale-out through a NIC that is down, and rates that are not one per rank") {
+        plan p = good;
+        p.nic_gbps = {50, 50, 0, 50}; // rank 2 receives over scale-out
+        const verification v = verify(p, f.m);
+        REQUIRE_FALSE(v.ok());
+        CHECK(v.error->kind == violation_kind::down_nic);
+        CHECK(v.error->rank == 2);
+        CHECK_THAT(v.message(), Catch::Contains("through rank 2's NIC, which is down"));
+        p.nic_gbps = {50, 0, 50, 50}; // rank 1 only receives over scale-up
+        CHECK(verify(p, f.m).ok());
+        p.nic_gbps = {50, 50};
+        CHECK(kind_of(p, f.m) == violation_kind::malformed);
+        p.nic_gbps = {50, 50, -1, 50};
+        CHECK(kind_of(p, f.m) == violation_kind::malformed);
+    }
 }
 
 TEST_CASE("scratch may be reused once its reader's step is over") {
