@@ -9,17 +9,21 @@
 // run interleaved (iteration k of each before iteration k + 1 of any), so that noise on a shared
 // machine hits them alike. Time is the slowest rank's time of a call (each rank starts its clock
 // when it leaves a barrier); rows show the median over iterations. T_lb is the emulated bound
-// max over servers of max(inter-server send, receive) / (G * NIC rate): no scheduler can beat it
-// when every GPU's NIC runs at --nic-gbit.
+// max over servers of max(inter-server send, receive) / (the server's NIC rates): no scheduler
+// can beat it when every GPU's NIC runs at --nic-gbit, or at its --nic-rate. --nic-rate tells
+// the executor's planner (config.nic_gbps) and the model alike.
 
 #include <mpi.h>
 #include <sched.h>
 
 #include <CLI/CLI.hpp>
 
+#include <fast/cost.hpp>
 #include <fast/exec/mpi.hpp>
+#include <fast/fabric_bounds.hpp>
 #include <fast/layout.hpp>
 #include <fast/matrix_io.hpp>
+#include <fast/planner.hpp>
 #include <fast/topology.hpp>
 #include <fast/traffic.hpp>
 #include <fast/workload.hpp>
@@ -60,6 +64,7 @@ struct options {
     int iters = 5;
     std::uint64_t seed = 1;
     double nic_gbit = 0.1;
+    std::vector<std::string> nic_rates; ///< RANK=GBIT: a NIC at its own rate (0: down)
     std::optional<double> scale_up_gbps;
     double alpha_up_us = 50;
     double alpha_out_us = 500;
@@ -118,25 +123,34 @@ struct bounds {
     double tnic_s = 0; ///< busiest single NIC's own inter-server bytes (what rail-unaware schedulers face)
 };
 
-bounds bounds_of(const fast::traffic_matrix& m, const fast::topology& topo, double nic_bytes_per_s) {
-    const fast::server_load load = fast::inter_server_load(m, topo);
-    std::int64_t busiest_server = 0;
-    for (int s = 0; s < topo.servers; ++s)
-        busiest_server =
-            std::max({busiest_server, load.send[static_cast<std::size_t>(s)], load.recv[static_cast<std::size_t>(s)]});
-    std::int64_t busiest_nic = 0;
-    const int r = topo.ranks();
-    for (int a = 0; a < r; ++a) {
-        std::int64_t out = 0, in = 0;
-        for (int b = 0; b < r; ++b)
-            if (!topo.same_server(a, b)) {
-                out += m(a, b);
-                in += m(b, a);
-            }
-        busiest_nic = std::max({busiest_nic, out, in});
+// Without alphas (fabric_bounds.hpp's, less alpha_out): the emulated bounds on `f`.
+bounds bounds_of(const fast::traffic_matrix& m, const fast::fabric& f) {
+    fast::fabric bare = f;
+    bare.alpha_out_us = 0;
+    bare.alpha_up_us = 0;
+    const fast::shared_counts c = fast::make_shared_counts(m, fast::planning_topology(bare));
+    return {fast::lower_bound(c, bare).us * 1e-6, fast::own_nics_bound(c, bare).us * 1e-6};
+}
+
+// Each rank's NIC rate in GB/s: --nic-gbit, or its --nic-rate RANK=GBIT.
+std::vector<double> nic_rates_of(const options& o, int ranks) {
+    std::vector<double> out(static_cast<std::size_t>(ranks), o.nic_gbit / 8);
+    for (const std::string& item : o.nic_rates) {
+        const std::size_t eq = item.find('=');
+        std::size_t used = 0;
+        int rank = -1;
+        double gbit = -1;
+        try {
+            rank = std::stoi(item.substr(0, eq), &used);
+            if (used == eq) gbit = std::stod(item.substr(eq + 1), &used);
+        } catch (const std::exception&) {}
+        if (eq == std::string::npos || rank < 0 || rank >= ranks || !(gbit >= 0 && std::isfinite(gbit)) ||
+            used != item.size() - eq - 1)
+            throw fast::invalid_argument("--nic-rate needs RANK=GBIT with a rank below " + std::to_string(ranks) +
+                                         " and a rate >= 0, got '" + item.substr(0, 40) + "'");
+        out[static_cast<std::size_t>(rank)] = gbit / 8;
     }
-    return {static_cast<double>(busiest_server) / (topo.gpus_per_server * nic_bytes_per_s),
-            static_cast<double>(busiest_nic) / nic_bytes_per_s};
+    return out;
 }
 
 // --- the cases, built on rank 0 and broadcast -----------------------------------------------------
@@ -399,10 +413,16 @@ void csv_row(std::FILE* f, const row& w) {
 }
 
 // The cost model's time of the plan the executor runs for `m` with `scheduler` (seconds).
-double predicted_s(const fast::traffic_matrix& m, const fast::topology& topo, sched scheduler) {
+// Infinite where the scheduler cannot run on the fabric (direct through a NIC that is down).
+double predicted_s(const fast::traffic_matrix& m, const fast::fabric& f, sched scheduler) {
     fast::plan_options po;
     po.scheduler = scheduler == sched::fast ? fast::scheduler::fast : fast::scheduler::direct;
-    return fast::predict_us(fast::make_plan(m, topo, po)) * 1e-6;
+    fast::planner p(f, po);
+    try {
+        return fast::predict_us(p.make(m)) * 1e-6;
+    } catch (const fast::invalid_argument&) {
+        return HUGE_VAL;
+    }
 }
 
 // A workload with several matrices also gets one summary row per scheduler: the median over its
@@ -468,6 +488,8 @@ int run(const options& o, int me, int size) {
     }
     fast::topology topo{size / g, g, up, nic_bytes_per_s / 1e9, o.alpha_up_us, o.alpha_out_us};
     fast::validate(topo);
+    const fast::fabric fabric = fast::fabric_of_rates(topo, nic_rates_of(o, size));
+    fast::validate(fabric);
     const std::vector<test_case> cases = share_cases(o, topo, me);
 
     fast::exec::config cfg;
@@ -476,6 +498,7 @@ int run(const options& o, int me, int size) {
     cfg.scale_out_gbps = topo.scale_out_gbps;
     cfg.alpha_up_us = topo.alpha_up_us;
     cfg.alpha_out_us = topo.alpha_out_us;
+    if (!o.nic_rates.empty()) cfg.nic_gbps = fast::nic_rates(fabric);
     cfg.timeout = std::chrono::milliseconds(static_cast<long long>(o.timeout_s * 1e3));
     cfg.flow = o.flow == "credits" ? fast::exec::flow_control::credits : fast::exec::flow_control::rendezvous;
     executors ex;
@@ -515,7 +538,7 @@ int run(const options& o, int me, int size) {
     for (const test_case& c : cases) {
         const std::vector<result> res = run_case(c, scheds, ex, o, me);
         if (me != 0) continue;
-        const bounds bd = bounds_of(c.m, topo, nic_bytes_per_s);
+        const bounds bd = bounds_of(c.m, fabric);
         for (std::size_t s = 0; s < scheds.size(); ++s) {
             row w;
             w.workload = c.workload;
@@ -527,7 +550,7 @@ int run(const options& o, int me, int size) {
             w.max_s = *std::max_element(res[s].times_s.begin(), res[s].times_s.end());
             w.tlb_s = bd.tlb_s;
             w.tnic_s = bd.tnic_s;
-            if (scheds[s] != sched::mpi) w.predicted_s = predicted_s(c.m, topo, scheds[s]);
+            if (scheds[s] != sched::mpi) w.predicted_s = predicted_s(c.m, fabric, scheds[s]);
             w.wrong = res[s].wrong;
             w.steps = res[s].steps;
             w.samples = res[s].times_s.size();
@@ -605,6 +628,9 @@ int main(int argc, char** argv) {
     app.add_option("--seed", o.seed, "seed of the generators")->check(fast_tools::non_negative)->capture_default_str();
     app.add_option("--nic-gbit", o.nic_gbit, "per-GPU NIC rate in Gbit/s: T_lb and the planner's scale-out bandwidth")
         ->capture_default_str();
+    app.add_option("--nic-rate", o.nic_rates,
+                   "RANK=GBIT: that rank's NIC at its own rate in Gbit/s (0: down), told to the executor's planner "
+                   "(config.nic_gbps) and used in T_lb, T_nic and pred; repeatable");
     app.add_option("--scale-up-gbps", o.scale_up_gbps,
                    "planner's scale-up bandwidth per GPU in GB/s (default: memcpy rate x cores / ranks on this host)");
     app.add_option("--alpha-up-us", o.alpha_up_us, "planner's per-step scale-up latency, us")->capture_default_str();

@@ -45,6 +45,8 @@ options:
       --nic-down RANK    that rank's NIC is down from the start (may repeat)
       --nic-down-at RANK=SECONDS
                          that rank's NIC goes down SECONDS after the MPI run starts (may repeat)
+      --tell             tell alltoallv_perf (its planner and model) of --nic-rate and --nic-down:
+                         passes them on as its --nic-rate RANK=GBIT
       --perf PATH        the alltoallv_perf binary (build/benchmarks/alltoallv_perf)
       --timeout SECONDS  hard limit of the whole MPI run (3600)
       --stats            after the run, print every NIC's and bridge port's tc byte counters
@@ -61,7 +63,8 @@ The default queue is shallow, as a datacenter switch's: a port there holds tens 
 microseconds of line rate, a few dozen of its largest packets. Here the NICs are thousands of
 times slower while the packets are as large (veth passes segments of up to 64 KiB, GSO), so
 what is kept is depth in packets: 256 KiB holds 4 of those segments.
-alltoallv_perf plans for --rate on every NIC: it is not told of --nic-rate or --nic-down.
+Without --tell, alltoallv_perf plans for --rate on every NIC: it is not told of --nic-rate or
+--nic-down (nor of --nic-down-at, ever: a NIC that fails is not known in advance).
 Everything after -- goes to alltoallv_perf (see its --help), or to --program, e.g.
   emulated_cluster.sh -- -W file:workloads/megatron_moe_4x8.txt -u 8K --every 60 -n 5
   emulated_cluster.sh --program build/benchmarks/mpi_alltoallv_bench \
@@ -79,6 +82,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 perf=$here/build/benchmarks/alltoallv_perf
 run_timeout=3600
 stats=0
+tell=0
 perf_args=()
 program=
 preload=
@@ -105,6 +109,7 @@ while [[ $# -gt 0 ]]; do
     --perf) need "$@"; perf=$2; shift 2 ;;
     --timeout) need "$@"; run_timeout=$2; shift 2 ;;
     --stats) stats=1; shift ;;
+    --tell) tell=1; shift ;;
     --program) need "$@"; program=$2; shift 2 ;;
     --preload) need "$@"; preload=$2; compare=0; shift 2 ;;
     --compare) need "$@"; preload=$2; compare=1; shift 2 ;;
@@ -289,7 +294,12 @@ run_mpi() { # run_mpi WRAPPER PROGRAM ARGS...
   for r in "${downs[@]}"; do kill "$r" 2>/dev/null || true; done
 }
 if [[ -z $program ]]; then
-  run_mpi "$wrapper" "$perf" -g "$gpus" --nic-gbit "$nic_gbit" "${perf_args[@]}"
+  told=()
+  if ((tell)); then
+    for r in "${!nic_rate[@]}"; do told+=(--nic-rate "$r=$(awk -v m="${nic_rate[$r]}" 'BEGIN { printf "%.6g", m / 1000 }')"); done
+    for r in "${!nic_down_at[@]}"; do if [[ ${nic_down_at[$r]} == 0 ]]; then told+=(--nic-rate "$r=0"); fi; done
+  fi
+  run_mpi "$wrapper" "$perf" -g "$gpus" --nic-gbit "$nic_gbit" "${told[@]}" "${perf_args[@]}"
 else
   if [[ -z $preload || $compare -eq 1 ]]; then
     [[ $compare -eq 0 ]] || echo "== $(basename "$program") without $(basename "$preload")"

@@ -5,6 +5,7 @@
 #include "communicator_impl.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -33,6 +34,7 @@ struct hello {
     std::int32_t fabric_servers; // FAST_FABRIC's cluster, 0 where it is not set
     std::int32_t fabric_gpus_per_server;
     std::int32_t reserved;
+    std::uint64_t fabric_rates; // rates_digest of the ranks' rates in force (FAST_FABRIC's, config.nic_gbps)
     exec::fabric fabric;
     std::uint64_t address_bytes;
     char host[320];
@@ -160,6 +162,9 @@ status compare_configurations(const hello& h, const hello& h0, int r, const std:
                        agreement(h0.agreement));
     if (h.fabric_servers != h0.fabric_servers || h.fabric_gpus_per_server != h0.fabric_gpus_per_server)
         return differs("FAST_FABRIC's servers x GPUs", shape_text(h), shape_text(h0));
+    if (h.fabric_rates != h0.fabric_rates)
+        return differs("NIC rates (config.nic_gbps or FAST_FABRIC's; digest)", std::to_string(h.fabric_rates),
+                       std::to_string(h0.fabric_rates));
     for (const fabric_field& f : fabric_fields)
         if (h.fabric.*f.value != h0.fabric.*f.value)
             return differs(f.name, fast::detail::format_number(h.fabric.*f.value),
@@ -223,10 +228,20 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
     fast::plan_options options;
     options.scheduler = planner_scheduler(cfg.scheduler);
     open_trace();
-    planner_ = std::make_unique<fast::planner>(topo_, options);
-    if (single_segments()) {
-        options.split_blocks = true;
-        split_planner_ = std::make_unique<fast::planner>(topo_, options);
+    // Uneven rates (FAST_FABRIC's or config.nic_gbps): plans spread each server pair over its
+    // rails by rate.
+    const fast::fabric planned = fast::fabric_of_rates(
+        topo_, fabric_shape_.nic_rates.empty()
+                   ? std::vector<double>(static_cast<std::size_t>(topo_.ranks()), topo_.scale_out_gbps)
+                   : fabric_shape_.nic_rates);
+    try {
+        planner_ = std::make_unique<fast::planner>(planned, options);
+        if (single_segments()) {
+            options.split_blocks = true;
+            split_planner_ = std::make_unique<fast::planner>(planned, options);
+        }
+    } catch (const fast::invalid_argument& e) { // a server with every NIC down
+        return status(errc::invalid_argument, std::string("creating the communicator: config.nic_gbps: ") + e.what());
     }
     operation_ = std::make_unique<operation>(worker_, *memory_, cfg_.timeout, rank_, credits());
     counts_ = make_count_agreement(agreement_on(cfg_.agreement, topo_), topo_, rank_);
@@ -240,6 +255,17 @@ status communicator_impl::set_up(std::vector<unsigned char>& address) {
     // FAST_FABRIC's figures replace the configuration's (and so take part in its comparison).
     if (std::string why = fabric_from_environment(cfg_, fabric_shape_); !why.empty())
         return status(errc::invalid_argument, why);
+    if (fabric_shape_.servers == 0 && !cfg_.nic_gbps.empty()) {
+        if (cfg_.nic_gbps.size() != static_cast<std::size_t>(size_))
+            return status(errc::invalid_argument, "config.nic_gbps has " + std::to_string(cfg_.nic_gbps.size()) +
+                                                      " rates for " + std::to_string(size_) + " ranks");
+        for (std::size_t r = 0; r < cfg_.nic_gbps.size(); ++r)
+            if (const double v = cfg_.nic_gbps[r]; !(std::isfinite(v) && v >= 0))
+                return status(errc::invalid_argument, "config.nic_gbps[" + std::to_string(r) +
+                                                          "] must be >= 0 and finite, got " +
+                                                          fast::detail::format_number(v));
+        fabric_shape_.nic_rates = cfg_.nic_gbps;
+    }
     ucs_memory_type_t memory_type = UCS_MEMORY_TYPE_HOST;
     std::string why;
     switch (cfg_.memory) {
@@ -283,6 +309,7 @@ status communicator_impl::agree_on_configuration(const status& local, std::size_
     mine.agreement = static_cast<std::int32_t>(cfg_.agreement);
     mine.fabric_servers = fabric_shape_.servers;
     mine.fabric_gpus_per_server = fabric_shape_.gpus_per_server;
+    mine.fabric_rates = rates_digest(fabric_shape_.nic_rates);
     mine.fabric = cfg_;
     mine.address_bytes = address_bytes;
     put_text(mine.host, host_key());

@@ -1,6 +1,7 @@
 #include "fabric_environment.hpp"
 
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 #include <fast/error.hpp>
@@ -10,6 +11,16 @@
 
 namespace fast::exec::detail {
 
+std::uint64_t rates_digest(const std::vector<double>& rates) noexcept {
+    std::uint64_t h = rates.empty() ? 0 : 1469598103934665603ull; // FNV-1a over the doubles' bytes
+    for (const double r : rates) {
+        unsigned char bytes[sizeof r];
+        std::memcpy(bytes, &r, sizeof r);
+        for (const unsigned char b : bytes) h = (h ^ b) * 1099511628211ull;
+    }
+    return h;
+}
+
 #ifdef FAST_EXEC_HAVE_JSON
 std::string fabric_from_environment(exec::fabric& figures, fabric_shape& shape) {
     shape = {};
@@ -18,14 +29,9 @@ std::string fabric_from_environment(exec::fabric& figures, fabric_shape& shape) 
     const std::string file = fast::detail::quote_input(path, 200);
     try {
         const fast::fabric f = fast::read_fabric_file(path); // its errors start with the file
-        fast::topology t;
-        try {
-            t = fast::to_topology(f);
-        } catch (const fast::invalid_argument& e) {
-            return "FAST_FABRIC: " + file + ": " + e.what();
-        }
+        const fast::topology t = fast::planning_topology(f);
         figures = {t.scale_up_gbps, t.scale_out_gbps, t.alpha_up_us, t.alpha_out_us};
-        shape = {t.servers, t.gpus_per_server};
+        shape = {t.servers, t.gpus_per_server, fast::has_uneven_rates(f) ? fast::nic_rates(f) : std::vector<double>{}};
     } catch (const fast::invalid_argument& e) {
         return std::string("FAST_FABRIC: ") + e.what();
     } catch (const std::bad_alloc&) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <fast/exec/config.hpp>
 
@@ -13,12 +14,17 @@ namespace fast::exec::detail {
 struct fabric_shape {
     std::int32_t servers = 0;
     std::int32_t gpus_per_server = 0;
+    std::vector<double>
+        nic_rates; ///< per rank: the rates in force (the file's where they differ, else config.nic_gbps)
 };
 
+/// A digest of `rates` that ranks compare (0 for none): every rank must plan on the same rates.
+[[nodiscard]] std::uint64_t rates_digest(const std::vector<double>& rates) noexcept;
+
 /// Where FAST_FABRIC is set: the file's figures into `figures` and its servers and GPUs into
-/// `shape`. Returns the error (naming the variable, the file and the field), or "". A bad file,
-/// or an uneven fabric the planner cannot plan for, is an error: nothing runs on a half-read
-/// fabric.
+/// `shape` (an uneven fabric's ranks' rates too: the planner plans around slow and down NICs).
+/// Returns the error (naming the variable, the file and the field), or "". A bad file is an
+/// error: nothing runs on a half-read fabric.
 [[nodiscard]] std::string fabric_from_environment(exec::fabric& figures, fabric_shape& shape);
 
 } // namespace fast::exec::detail

@@ -15,7 +15,7 @@
 namespace fast::exec::detail {
 
 inline constexpr std::uint64_t wire_magic = 0x4641535445584543ull; // "FASTEXEC"
-inline constexpr std::uint32_t wire_version = 6;                   // 6: the closing messages at the end of each call
+inline constexpr std::uint32_t wire_version = 7;                   // 7: FAST_FABRIC's rates in the configuration
 
 /// Copies `s` into a fixed text field, cut to fit, always terminated.
 template <std::size_t N>

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace fast::exec {
 
@@ -124,6 +125,13 @@ struct config : fabric {
     /// Empty: the environment variable FAST_TRACE if set, else no trace (then the recording
     /// costs one branch per hook).
     std::string trace;
+    /// Uneven fabrics: each rank's scale-out rate in GB/s (its share of its NICs; 0: its NIC is
+    /// down), one per rank, equal on every rank. The planner then spreads each server pair's bytes
+    /// over its rails by rate and sends nothing through a NIC that is down (its GPU's bytes go
+    /// through its server peers); the direct scheduler cannot run where a rank with bytes to move
+    /// across servers has its NIC down. Empty: scale_out_gbps for every rank. FAST_FABRIC's NICs
+    /// replace it.
+    std::vector<double> nic_gbps;
 };
 
 } // namespace fast::exec
