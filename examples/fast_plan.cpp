@@ -378,8 +378,12 @@ struct traffic_case {
 
 void print_table_head(const options& o, const traffic_case& c) {
     print_cluster(o, c.topo);
-    if (const std::string why = fast::detail::uneven_reason(c.fabric); !why.empty())
+    if (const std::string why = fast::detail::uneven_reason(c.fabric); why.empty()) {
+    } else if (fast::has_uneven_rates(c.fabric)) {
         std::printf("fabric uneven: %s; T_lb from each server's NICs (fast-plan bounds)\n", why.c_str());
+    } else {
+        std::printf("fabric: %s; every GPU scales out at %g GB/s\n", why.c_str(), c.topo.scale_out_gbps);
+    }
     std::printf("workload %s: %s in all, %s per GPU on average; lower bound T_lb = %.2f us\n", o.workload.c_str(),
                 fast_tools::human_bytes(c.total_bytes).c_str(),
                 fast_tools::human_bytes(c.total_bytes / c.topo.ranks()).c_str(), c.lower_bound_us);
@@ -399,7 +403,17 @@ struct row {
     double rank_us = 0;
     bool ok = false;
     bool planned = true;
+    std::string label; // as printed: the automatic choice, or the layout on uneven rates
 };
+
+// Whether `why` is what a scheduler says where the uneven fabric `f` leaves it no plan (direct
+// through a NIC that is down, a baseline without balancing, servers whose rails never meet).
+bool cannot_plan_on_fabric(const fast::fabric& f, const std::string& why) {
+    if (!fast::has_uneven_rates(f)) return false;
+    for (const char* known : {"direct cannot run", "plans for equal NICs", "no rail with both NICs up"})
+        if (why.find(known) != std::string::npos) return true;
+    return false;
+}
 
 row plan_row(const variant& v, const traffic_case& c, const options& o, progress& bar) {
     fast::planner planner(c.fabric, v.options);
@@ -408,10 +422,10 @@ row plan_row(const variant& v, const traffic_case& c, const options& o, progress
     try {
         std::tie(p, planning_us) = timed_plan(planner, c.matrix, o.repeat, bar, v.label);
     } catch (const fast::invalid_argument& e) {
-        if (fast::is_uniform(c.fabric)) throw;
+        if (!cannot_plan_on_fabric(c.fabric, e.what())) throw;
         bar.clear();
         std::printf("%-32s cannot plan on this fabric: %s\n", v.label.c_str(), e.what());
-        return {{}, 0, 0, true, false};
+        return {{}, 0, 0, true, false, v.label};
     }
     const bool by_rate = !planner.nic_rates().empty();
     std::string label = v.options.scheduler == fast::scheduler::fast && by_rate
@@ -437,7 +451,7 @@ row plan_row(const variant& v, const traffic_case& c, const options& o, progress
     if (!check.ok()) std::fprintf(stderr, "fast-plan: %s: %s\n", label.c_str(), check.message().c_str());
     else if (!programs_equal)
         std::fprintf(stderr, "fast-plan: %s: a rank's program differs from the whole plan's part\n", label.c_str());
-    return {std::move(p), planning_us, rank_us, ok, true};
+    return {std::move(p), planning_us, rank_us, ok, true, label};
 }
 
 // Writes `r`'s plan to --json (opened before any planning) and closes it.
@@ -463,7 +477,9 @@ void write_svg(const options& o, std::ofstream& out, const std::vector<variant>&
                (o.unit_bytes != "1" ? " (" + o.unit_bytes + " bytes per unit)" : std::string());
     char bound[64];
     std::snprintf(bound, sizeof bound, "%.1f", c.lower_bound_us);
-    to.subtitle = fast_tools::fabric_text(fast_tools::cluster_source(o), c.topo) + "; " +
+    const std::string uneven = fast::has_uneven_rates(c.fabric) ? fast::detail::uneven_reason(c.fabric) : "";
+    to.subtitle = fast_tools::fabric_text(fast_tools::cluster_source(o), c.topo) +
+                  (uneven.empty() ? "" : " (fastest NIC; " + uneven + ")") + "; " +
                   fast_tools::human_bytes(c.total_bytes) + " in all; cost model (fast::simulate); T_lb = " + bound +
                   " us";
     to.lower_bound_us = c.lower_bound_us;
@@ -479,8 +495,10 @@ void write_svg(const options& o, std::ofstream& out, const std::vector<variant>&
 
 int run_plan(const options& o) {
     // --all reads many matrices for one uniform topology; one matrix may be planned on any fabric.
-    const fast::fabric fabric =
-        o.all ? fast::uniform_fabric(fast_tools::topology_of(o)) : fast_tools::planning_fabric_of(o);
+    const fast::fabric fabric = fast_tools::planning_fabric_of(o);
+    if (o.all && fast::has_uneven_rates(fabric))
+        throw fast::invalid_argument("--all plans a file's matrices on NICs of one rate; this fabric's differ (" +
+                                     fast::detail::uneven_reason(fabric) + ")");
     const fast::topology topo = fast::planning_topology(fabric);
     const fast::workload_spec spec = fast::parse_workload(o.workload);
     const std::int64_t bytes_per_gpu = fast_tools::bytes_per_gpu_of(o);
@@ -503,6 +521,7 @@ int run_plan(const options& o) {
     print_table_head(o, c);
     progress bar;
     int failures = 0;
+    std::size_t planned = 0;      // variants that made a plan: none is a failure too
     std::vector<fast::plan> kept; // for --svg, with the variants that made them
     std::vector<variant> drawn;
     for (std::size_t k = 0; k < variants.size(); ++k) {
@@ -513,15 +532,16 @@ int run_plan(const options& o) {
                 throw fast::invalid_argument("--json: " + variants[k].label + " made no plan");
             continue;
         }
+        ++planned;
         if (k == 0 && !o.json.empty()) write_json(o, json_out, r, c, bar);
         if (!o.svg.empty()) {
             kept.push_back(std::move(r.plan));
-            drawn.push_back(variants[k]);
+            drawn.push_back({r.label, variants[k].options});
         }
     }
     if (!o.json.empty()) std::printf("\nplan of %s written to %s\n", variants.front().label.c_str(), o.json.c_str());
     if (!o.svg.empty()) write_svg(o, svg_out, drawn, kept, c, lanes, bar);
-    return failures == 0 ? 0 : 1;
+    return failures == 0 && planned > 0 ? 0 : 1;
 }
 
 // fast-plan fabric: the cluster's fabric file on stdout.

@@ -13,7 +13,8 @@ namespace fast::exec::detail {
 
 std::uint64_t rates_digest(const std::vector<double>& rates) noexcept {
     std::uint64_t h = rates.empty() ? 0 : 1469598103934665603ull; // FNV-1a over the doubles' bytes
-    for (const double r : rates) {
+    for (const double rate : rates) {
+        const double r = rate + 0.0; // -0 reads as 0
         unsigned char bytes[sizeof r];
         std::memcpy(bytes, &r, sizeof r);
         for (const unsigned char b : bytes) h = (h ^ b) * 1099511628211ull;

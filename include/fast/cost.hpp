@@ -13,6 +13,7 @@
 /// scale-out ports run at its own rate (plan::nic_gbps); a batch on a NIC that is down never ends.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -126,9 +127,10 @@ inline constexpr std::size_t ports_per_rank = 4;
             const auto which = static_cast<port>(q % detail::ports_per_rank);
             const bool out_tier = detail::is_scale_out(which);
             const int rank = static_cast<int>(q / detail::ports_per_rank);
-            const double gbps = out_tier ? p.scale_out_gbps(rank) : topo.scale_up_gbps; // 0: never ends
-            batch_end[q] = batch_start[q] + (out_tier ? topo.alpha_out_us : topo.alpha_up_us) +
-                           static_cast<double>(batch_bytes[q]) / (gbps * 1e3);
+            const double gbps = out_tier ? p.scale_out_gbps(rank) : topo.scale_up_gbps;
+            batch_end[q] = gbps == 0 ? HUGE_VAL // a NIC that is down never ends a batch
+                                     : batch_start[q] + (out_tier ? topo.alpha_out_us : topo.alpha_up_us) +
+                                           static_cast<double>(batch_bytes[q]) / (gbps * 1e3);
             if (record_batches)
                 out.batches.push_back({static_cast<std::uint32_t>(k), rank, which, batch_start[q], batch_end[q],
                                        detail::saturate_bytes(batch_bytes[q])});

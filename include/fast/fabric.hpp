@@ -237,6 +237,8 @@ namespace detail {
 /// A fabric of topology `t` with one NIC per rank at `rates[rank]` GB/s: the same ranks' rates
 /// (nic_rates) as any fabric they came from, so a planner on it plans alike.
 [[nodiscard]] inline fabric fabric_of_rates(const topology& t, const std::vector<double>& rates) {
+    if (rates.size() != static_cast<std::size_t>(t.ranks()))
+        throw invalid_argument(std::to_string(rates.size()) + " NIC rates for " + std::to_string(t.ranks()) + " ranks");
     fabric f{t.servers, t.gpus_per_server, t.scale_up_gbps, t.alpha_up_us, t.alpha_out_us, {}};
     f.nics.reserve(rates.size());
     for (int r = 0; r < t.ranks(); ++r)

@@ -161,9 +161,9 @@ public:
     /// Rank `rank`'s part of the plan of the call whose shared counts are `all` and whose
     /// server's rows and columns are `own` (counts.hpp): what a runtime computes on each rank
     /// after agreeing on the counts, without the matrix; equal to make_rank(m, rank). Plans the
-    /// rail-packed policy and direct (the other policies and schedulers need the matrix: throws
-    /// fast::invalid_argument). Cost: O(S^2 + R G) for the counts, the schedule, and the rank's
-    /// own part; a direct program O(R).
+    /// rail-packed policy, every policy on uneven rates, and direct (the others need the matrix:
+    /// throws fast::invalid_argument; plans_rank_from_counts says which). Cost: O(S^2 + R G) for the counts, the
+    /// schedule, and the rank's own part; a direct program O(R).
     const rank_program& make_rank(const shared_counts& all, const server_counts& own, int rank) {
         check_rank(rank);
         check_scheduler_fits_rates();
@@ -241,14 +241,19 @@ private:
     }
 
     // Direct sends each rank's bytes through its own NIC: where one is down and has bytes to
-    // move across servers, it cannot run (from the shared counts).
+    // move across servers, it cannot run (from the shared counts): the first such rank, or -1.
+    [[nodiscard]] int direct_blocked_at() const noexcept {
+        for (std::size_t k = 0; k < rates_.size(); ++k)
+            if (rates_[k] == 0 && (counts_->gpus[k].out > 0 || counts_->gpus[k].in > 0)) return static_cast<int>(k);
+        return -1;
+    }
+    [[nodiscard]] bool direct_reaches() const noexcept { return direct_blocked_at() < 0; }
     void check_direct_reaches() const {
-        for (std::size_t k = 0; k < rates_.size(); ++k) {
-            const gpu_totals& x = counts_->gpus[k];
-            if (rates_[k] == 0 && (x.out > 0 || x.in > 0))
-                throw invalid_argument("direct cannot run: rank " + std::to_string(k) + "'s NIC is down and it has " +
-                                       std::to_string(x.out) + " bytes to send and " + std::to_string(x.in) +
-                                       " to receive across servers");
+        if (const int k = direct_blocked_at(); k >= 0) {
+            const gpu_totals& x = counts_->gpus[static_cast<std::size_t>(k)];
+            throw invalid_argument("direct cannot run: rank " + std::to_string(k) + "'s NIC is down and it has " +
+                                   std::to_string(x.out) + " bytes to send and " + std::to_string(x.in) +
+                                   " to receive across servers");
         }
     }
 
@@ -554,8 +559,15 @@ private:
     // lengths stay in time: what emission and the automatic choice weigh.
     void make_uneven() {
         work_us_ += candidate_us() + schedule_rest_us();
-        detail::summarize_uneven(counts_->pair, topo_.servers, topo_.gpus_per_server, rates_, topo_.scale_out_gbps,
-                                 uneven_);
+        try {
+            detail::summarize_uneven(counts_->pair, topo_.servers, topo_.gpus_per_server, rates_, topo_.scale_out_gbps,
+                                     uneven_);
+        } catch (const invalid_argument&) {
+            // Servers whose rails never meet: the automatic scheduler sends direct where it can.
+            if (options_.scheduler != scheduler::automatic || schedule_only_ || !direct_reaches()) throw;
+            make_direct();
+            return;
+        }
         schedule_bottleneck(uneven_.server, uneven_.time);
         if (schedule_only_) return;
         detail::time_to_bytes(schedule_, uneven_, done_time_, done_bytes_, shaping_ws_.begin, shaping_ws_.members);

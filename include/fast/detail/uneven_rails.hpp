@@ -27,15 +27,18 @@ struct uneven_traffic {
     double reference = 1;             ///< GB/s of one unit of time per byte
 };
 
-// The pair's `total` bytes over its rails in proportion to `rate` (some above 0): floors, then
-// the bytes left one each to the rails with a rate, in index order.
+// The pair's `total` bytes over its rails in proportion to `rate` (some above 0, finite): floors,
+// then the bytes left one each to the rails with a rate, in index order (fewer than the rails).
 inline void proportional_shares(std::int64_t total, std::span<const double> rate, std::span<std::int64_t> share) {
-    double sum = 0;
-    for (const double r : rate) sum += r;
+    const double top = *std::max_element(rate.begin(), rate.end());
+    long double sum = 0; // of the rates over the fastest: at most the rail count, never infinite
+    for (const double r : rate) sum += r / top;
     std::int64_t given = 0;
     for (std::size_t i = 0; i < rate.size(); ++i) {
-        const auto exact = static_cast<long double>(total) * rate[i] / sum;
-        share[i] = std::min(total - given, static_cast<std::int64_t>(std::floor(exact)));
+        const long double exact = static_cast<long double>(total) * (rate[i] / top) / sum;
+        const std::int64_t floor =
+            exact >= static_cast<long double>(total) ? total : static_cast<std::int64_t>(std::floor(exact));
+        share[i] = std::min(total - given, floor);
         given += share[i];
     }
     for (std::size_t i = 0; given < total; i = (i + 1) % rate.size())
@@ -47,7 +50,7 @@ inline void check_time_fits(std::span<const std::int64_t> time, std::size_t us) 
     for (std::size_t k = 0; k < us; ++k) {
         long double row = 0, col = 0;
         for (std::size_t j = 0; j < us; ++j) row += static_cast<long double>(time[k * us + j]), col += time[j * us + k];
-        if (std::max(row, col) > static_cast<long double>(std::int64_t{1} << 62))
+        if (std::max(row, col) >= static_cast<long double>(std::int64_t{1} << 62))
             throw invalid_argument("server " + std::to_string(k) +
                                    "'s bytes take too long on its slow rails to plan: over 2^62 bytes' time at the "
                                    "fastest rate");
