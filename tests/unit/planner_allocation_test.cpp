@@ -3,12 +3,15 @@
 #include "../support.hpp"
 #include "rank_program_check.hpp"
 
+#include <fast/counts.hpp>
+#include <fast/fabric.hpp>
 #include <fast/planner.hpp>
 #include <fast/workload.hpp>
 
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <vector>
 
 namespace {
 std::atomic<long> allocations{0};
@@ -72,4 +75,30 @@ TEST_CASE("planning ranks' programs again with a reused planner allocates nothin
         CHECK(allocations.load() - before == 0);
         CHECK(transfers > 0);
     }
+}
+
+TEST_CASE("on uneven NIC rates, a reused planner allocates nothing either") {
+    fabric f = preset_fabric(preset::h200, 4, 8);
+    f.nics[1].gbps = 12.5; // a slow NIC
+    f.nics[9].gbps = 0;    // and a down one
+    const topology t = planning_topology(f);
+    const traffic_matrix m = make_moe(t, moe_options{}, 1 << 26, 7);
+    planner reused(f);
+    REQUIRE_FALSE(reused.nic_rates().empty());
+    (void)reused.make(m); // sizes every buffer
+    long before = allocations.load();
+    const plan& again = reused.make(m);
+    CHECK(allocations.load() - before == 0);
+    fast::test::check_plan(again, m);
+    // Each rank's program from the counts it agreed on, as the executor plans it.
+    const shared_counts all = make_shared_counts(m, t);
+    std::vector<server_counts> own;
+    for (int s = 0; s < t.servers; ++s) own.push_back(make_server_counts(m, t, s));
+    for (int r = 0; r < t.ranks(); ++r) (void)reused.make_rank(all, own[static_cast<std::size_t>(t.server_of(r))], r);
+    before = allocations.load();
+    std::size_t transfers = 0;
+    for (int r = 0; r < t.ranks(); ++r)
+        transfers += reused.make_rank(all, own[static_cast<std::size_t>(t.server_of(r))], r).transfers.size();
+    CHECK(allocations.load() - before == 0);
+    CHECK(transfers > 0);
 }
