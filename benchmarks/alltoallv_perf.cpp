@@ -488,7 +488,8 @@ int run(const options& o, int me, int size) {
     }
     fast::topology topo{size / g, g, up, nic_bytes_per_s / 1e9, o.alpha_up_us, o.alpha_out_us};
     fast::validate(topo);
-    const fast::fabric fabric = fast::fabric_of_rates(topo, nic_rates_of(o, size));
+    const std::vector<double> rates = nic_rates_of(o, size);
+    const fast::fabric fabric = fast::fabric_of_rates(topo, rates);
     fast::validate(fabric);
     const std::vector<test_case> cases = share_cases(o, topo, me);
 
@@ -498,7 +499,7 @@ int run(const options& o, int me, int size) {
     cfg.scale_out_gbps = topo.scale_out_gbps;
     cfg.alpha_up_us = topo.alpha_up_us;
     cfg.alpha_out_us = topo.alpha_out_us;
-    if (!o.nic_rates.empty()) cfg.nic_gbps = fast::nic_rates(fabric);
+    if (!o.nic_rates.empty()) cfg.nic_gbps = rates;
     cfg.timeout = std::chrono::milliseconds(static_cast<long long>(o.timeout_s * 1e3));
     cfg.flow = o.flow == "credits" ? fast::exec::flow_control::credits : fast::exec::flow_control::rendezvous;
     executors ex;

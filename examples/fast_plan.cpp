@@ -378,12 +378,11 @@ struct traffic_case {
 
 void print_table_head(const options& o, const traffic_case& c) {
     print_cluster(o, c.topo);
-    if (const std::string why = fast::detail::uneven_reason(c.fabric); why.empty()) {
-    } else if (fast::has_uneven_rates(c.fabric)) {
+    const std::string why = fast::detail::uneven_reason(c.fabric);
+    if (fast::has_uneven_rates(c.fabric))
         std::printf("fabric uneven: %s; T_lb from each server's NICs (fast-plan bounds)\n", why.c_str());
-    } else {
+    else if (!why.empty())
         std::printf("fabric: %s; every GPU scales out at %g GB/s\n", why.c_str(), c.topo.scale_out_gbps);
-    }
     std::printf("workload %s: %s in all, %s per GPU on average; lower bound T_lb = %.2f us\n", o.workload.c_str(),
                 fast_tools::human_bytes(c.total_bytes).c_str(),
                 fast_tools::human_bytes(c.total_bytes / c.topo.ranks()).c_str(), c.lower_bound_us);

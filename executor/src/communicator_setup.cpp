@@ -230,15 +230,16 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
     open_trace();
     // Uneven rates (FAST_FABRIC's or config.nic_gbps): plans spread each server pair over its
     // rails by rate.
-    const fast::fabric planned = fast::fabric_of_rates(
-        topo_, fabric_shape_.nic_rates.empty()
-                   ? std::vector<double>(static_cast<std::size_t>(topo_.ranks()), topo_.scale_out_gbps)
-                   : fabric_shape_.nic_rates);
+    const std::vector<double>& rates = fabric_shape_.nic_rates;
+    auto make_planner = [&](const fast::plan_options& o) {
+        return rates.empty() ? std::make_unique<fast::planner>(topo_, o)
+                             : std::make_unique<fast::planner>(fast::fabric_of_rates(topo_, rates), o);
+    };
     try {
-        planner_ = std::make_unique<fast::planner>(planned, options);
+        planner_ = make_planner(options);
         if (single_segments()) {
             options.split_blocks = true;
-            split_planner_ = std::make_unique<fast::planner>(planned, options);
+            split_planner_ = make_planner(options);
         }
     } catch (const fast::invalid_argument& e) { // a server with every NIC down
         return status(errc::invalid_argument, std::string("creating the communicator: config.nic_gbps: ") + e.what());
