@@ -21,6 +21,7 @@
 #include <fast/cost.hpp>
 #include <fast/exec/mpi.hpp>
 #include <fast/fabric_bounds.hpp>
+#include <fast/fabric_json.hpp>
 #include <fast/layout.hpp>
 #include <fast/matrix_io.hpp>
 #include <fast/planner.hpp>
@@ -28,7 +29,8 @@
 #include <fast/traffic.hpp>
 #include <fast/workload.hpp>
 
-#include "../examples/cluster_options.hpp" // fast_tools::non_negative
+#include "../examples/cluster_options.hpp" // fast_tools::non_negative, median
+#include "../examples/mpi_tool.hpp"
 #include "perf_pattern.hpp"
 
 #include <algorithm>
@@ -65,6 +67,8 @@ struct options {
     std::uint64_t seed = 1;
     double nic_gbit = 0.1;
     std::vector<std::string> nic_rates; ///< RANK=GBIT: a NIC at its own rate (0: down)
+    int gpus_per_nic = 1;
+    std::string fabric; ///< a fast-fabric/1 file the planner and the model use instead
     std::optional<double> scale_up_gbps;
     double alpha_up_us = 50;
     double alpha_out_us = 500;
@@ -132,9 +136,12 @@ bounds bounds_of(const fast::traffic_matrix& m, const fast::fabric& f) {
     return {fast::lower_bound(c, bare).us * 1e-6, fast::own_nics_bound(c, bare).us * 1e-6};
 }
 
-// Each rank's NIC rate in GB/s: --nic-gbit, or its --nic-rate RANK=GBIT.
-std::vector<double> nic_rates_of(const options& o, int ranks) {
-    std::vector<double> out(static_cast<std::size_t>(ranks), o.nic_gbit / 8);
+// The wire: NICs of --gpus-per-nic ranks each at --nic-gbit, the NIC of a --nic-rate RANK=GBIT
+// rank at GBIT (0: down).
+fast::fabric wire_of(const options& o, const fast::topology& topo) {
+    fast::fabric f = fast::uniform_fabric(topo);
+    f.nics = fast::layout_nics(topo.servers, topo.gpus_per_server, {o.gpus_per_nic, 1, o.nic_gbit / 8});
+    const int ranks = topo.ranks();
     for (const std::string& item : o.nic_rates) {
         const std::size_t eq = item.find('=');
         std::size_t used = 0;
@@ -148,9 +155,22 @@ std::vector<double> nic_rates_of(const options& o, int ranks) {
             used != item.size() - eq - 1)
             throw fast::invalid_argument("--nic-rate needs RANK=GBIT with a rank below " + std::to_string(ranks) +
                                          " and a rate >= 0, got '" + item.substr(0, 40) + "'");
-        out[static_cast<std::size_t>(rank)] = gbit / 8;
+        f.nics[static_cast<std::size_t>(rank / o.gpus_per_nic)].gbps = gbit / 8; // NICs are listed rank by rank
     }
-    return out;
+    fast::validate(f);
+    return f;
+}
+
+// What the planner and the model plan for: --fabric's file (its shape must be the run's), else
+// the wire with the planner's scale-up rate and alphas.
+fast::fabric planner_fabric_of(const options& o, const fast::fabric& wire) {
+    if (o.fabric.empty()) return wire;
+    const fast::fabric f = fast::read_fabric_file(o.fabric);
+    if (f.servers != wire.servers || f.gpus_per_server != wire.gpus_per_server)
+        throw fast::invalid_argument("--fabric '" + o.fabric + "' describes " + std::to_string(f.servers) + " x " +
+                                     std::to_string(f.gpus_per_server) + " GPUs, the run is " +
+                                     std::to_string(wire.servers) + " x " + std::to_string(wire.gpus_per_server));
+    return f;
 }
 
 // --- the cases, built on rank 0 and broadcast -----------------------------------------------------
@@ -299,13 +319,6 @@ struct result {
     std::size_t steps = 0; ///< the executor's plan (0 for MPI)
 };
 
-double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 struct executors {
     std::unique_ptr<fast::exec::communicator> fast, direct;
 };
@@ -444,11 +457,11 @@ row summarise(const std::vector<row>& rows, const std::string& workload, const s
         s.samples += w.samples;
     }
     s.matrix = "med/" + std::to_string(time.size());
-    s.time_s = median(time);
-    s.size_bytes = median(size);
-    s.tlb_s = median(tlb);
-    s.tnic_s = median(tnic);
-    s.predicted_s = median(predicted);
+    s.time_s = fast_tools::median(time);
+    s.size_bytes = fast_tools::median(size);
+    s.tlb_s = fast_tools::median(tlb);
+    s.tnic_s = fast_tools::median(tnic);
+    s.predicted_s = fast_tools::median(predicted);
     s.min_s = time.empty() ? 0 : *std::min_element(time.begin(), time.end());
     s.max_s = time.empty() ? 0 : *std::max_element(time.begin(), time.end());
     return s;
@@ -481,16 +494,16 @@ int run(const options& o, int me, int size) {
 
     double up = 0;
     if (o.scale_up_gbps) up = *o.scale_up_gbps;
-    else {
+    else if (o.fabric.empty()) {
         const double mine = measured_scale_up_gbps(MPI_COMM_WORLD);
         up = mine;
         MPI_Bcast(&up, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD); // one value: every rank must plan alike
     }
-    fast::topology topo{size / g, g, up, nic_bytes_per_s / 1e9, o.alpha_up_us, o.alpha_out_us};
-    fast::validate(topo);
-    const std::vector<double> rates = nic_rates_of(o, size);
-    const fast::fabric fabric = fast::fabric_of_rates(topo, rates);
-    fast::validate(fabric);
+    fast::topology wire_topo{size / g, g, up > 0 ? up : 1, nic_bytes_per_s / 1e9, o.alpha_up_us, o.alpha_out_us};
+    fast::validate(wire_topo);
+    const fast::fabric wire = wire_of(o, wire_topo);
+    const fast::fabric fabric = planner_fabric_of(o, wire);
+    const fast::topology topo = fast::planning_topology(fabric);
     const std::vector<test_case> cases = share_cases(o, topo, me);
 
     fast::exec::config cfg;
@@ -499,7 +512,7 @@ int run(const options& o, int me, int size) {
     cfg.scale_out_gbps = topo.scale_out_gbps;
     cfg.alpha_up_us = topo.alpha_up_us;
     cfg.alpha_out_us = topo.alpha_out_us;
-    if (!o.nic_rates.empty()) cfg.nic_gbps = rates;
+    if (fast::has_uneven_rates(fabric)) cfg.nic_gbps = fast::nic_rates(fabric);
     cfg.timeout = std::chrono::milliseconds(static_cast<long long>(o.timeout_s * 1e3));
     cfg.flow = o.flow == "credits" ? fast::exec::flow_control::credits : fast::exec::flow_control::rendezvous;
     executors ex;
@@ -521,9 +534,11 @@ int run(const options& o, int me, int size) {
                     "# time: median of the slowest rank's time per call; algbw = size / time; size = bytes per GPU;\n"
                     "# pred: the cost model's time of the executor's plan at the planner's fabric (t/pred: measured / "
                     "predicted)\n",
-                    size, topo.servers, g, o.nic_gbit, o.warmup, o.iters, up,
-                    o.scale_up_gbps ? "" : " (measured memcpy share)", topo.scale_out_gbps, topo.alpha_up_us,
-                    topo.alpha_out_us, o.flow.c_str());
+                    size, topo.servers, g, o.nic_gbit, o.warmup, o.iters, topo.scale_up_gbps,
+                    !o.fabric.empty()   ? (" from " + o.fabric).c_str()
+                    : o.scale_up_gbps ? ""
+                                      : " (measured memcpy share)",
+                    topo.scale_out_gbps, topo.alpha_up_us, topo.alpha_out_us, o.flow.c_str());
         print_header();
         if (!o.csv.empty()) {
             csv = std::fopen(o.csv.c_str(), "w");
@@ -539,14 +554,14 @@ int run(const options& o, int me, int size) {
     for (const test_case& c : cases) {
         const std::vector<result> res = run_case(c, scheds, ex, o, me);
         if (me != 0) continue;
-        const bounds bd = bounds_of(c.m, fabric);
+        const bounds bd = bounds_of(c.m, wire);
         for (std::size_t s = 0; s < scheds.size(); ++s) {
             row w;
             w.workload = c.workload;
             w.matrix = c.matrix;
             w.scheduler = name_of(scheds[s]);
             w.size_bytes = static_cast<double>(fast::total_bytes(c.m)) / size;
-            w.time_s = median(res[s].times_s);
+            w.time_s = fast_tools::median(res[s].times_s);
             w.min_s = *std::min_element(res[s].times_s.begin(), res[s].times_s.end());
             w.max_s = *std::max_element(res[s].times_s.begin(), res[s].times_s.end());
             w.tlb_s = bd.tlb_s;
@@ -632,6 +647,14 @@ int main(int argc, char** argv) {
     app.add_option("--nic-rate", o.nic_rates,
                    "RANK=GBIT: that rank's NIC at its own rate in Gbit/s (0: down), told to the executor's planner "
                    "(config.nic_gbps) and used in T_lb, T_nic and pred; repeatable");
+    app.add_option("--gpus-per-nic", o.gpus_per_nic,
+                   "ranks sharing each NIC (consecutive ranks of a server), for T_lb, T_nic and the planner")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app.add_option("--fabric", o.fabric,
+                   "plan and predict (pred) with this fast-fabric/1 file's figures (fast-probe's, say) instead of "
+                   "the options'; T_lb and T_nic stay the wire's (--nic-gbit, --nic-rate, --gpus-per-nic)")
+        ->type_name("FILE");
     app.add_option("--scale-up-gbps", o.scale_up_gbps,
                    "planner's scale-up bandwidth per GPU in GB/s (default: memcpy rate x cores / ranks on this host)");
     app.add_option("--alpha-up-us", o.alpha_up_us, "planner's per-step scale-up latency, us")->capture_default_str();
@@ -646,26 +669,5 @@ int main(int argc, char** argv) {
     app.add_option("--csv", o.csv, "also write one line per row to FILE (rank 0)");
     app.add_flag("--summary-only", o.summary_only,
                  "print only the summary rows of multi-matrix workloads (CSV keeps all)");
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::CallForHelp&) {
-        if (me == 0) std::printf("%s", app.help().c_str());
-        MPI_Finalize();
-        return 0;
-    } catch (const CLI::ParseError& e) {
-        if (me == 0) std::fprintf(stderr, "alltoallv_perf: error: %s (see --help)\n", e.what());
-        MPI_Finalize();
-        return 2;
-    }
-    int rc = 0;
-    try {
-        rc = run(o, me, size);
-    } catch (const std::exception& e) {
-        // Argument errors are found alike on every rank; rank 0 says it once.
-        if (me == 0) std::fprintf(stderr, "alltoallv_perf: error: %s\n", e.what());
-        MPI_Finalize();
-        return 2;
-    }
-    MPI_Finalize();
-    return rc;
+    return fast_tools::run_mpi_tool("alltoallv_perf", app, argc, argv, me, [&] { return run(o, me, size); });
 }

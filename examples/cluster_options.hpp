@@ -11,11 +11,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace fast_tools {
 
@@ -147,6 +149,14 @@ inline void check_matrix_fits(const fast::topology& t) {
     out.open(path);
     if (!out) throw fast::invalid_argument("cannot write '" + path + "'");
     return out;
+}
+
+/// The median of `v` (the mean of the middle two where their number is even); 0 when empty.
+[[nodiscard]] inline double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 [[nodiscard]] inline std::int64_t unit_of(const cluster_options& o) {
