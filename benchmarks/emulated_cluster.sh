@@ -77,6 +77,7 @@ gpus=8
 rate=100
 burst=256kb
 limit=256kb
+nic_limit=
 declare -A nic_rate=() nic_down_at=()
 here=$(cd "$(dirname "$0")/.." && pwd)
 perf=$here/build/benchmarks/alltoallv_perf
@@ -88,6 +89,7 @@ program=
 preload=
 compare=0
 rank_env=()
+mpi_if='nic$g' # Open MPI's TCP path: the rank's NIC ($g: its local index, in the wrapper)
 # Options with a value: "need "$@"" stops with one line naming the option when the value is missing.
 need() { [[ -n ${2:-} ]] || { echo "emulated_cluster.sh: $1 needs a value (see --help)" >&2; exit 2; }; }
 while [[ $# -gt 0 ]]; do
@@ -97,6 +99,8 @@ while [[ $# -gt 0 ]]; do
     -r|--rate) need "$@"; rate=$2; shift 2 ;;
     --burst) need "$@"; burst=$2; shift 2 ;;
     --limit) need "$@"; limit=$2; shift 2 ;;
+    --nic-limit) need "$@"; nic_limit=$2; shift 2 ;;
+    --mpi-over-management) mpi_if=mgmt; shift ;;
     --nic-rate) need "$@"; [[ $2 =~ ^([0-9]+)=([0-9]+([.][0-9]+)?)$ ]] ||
       { echo "emulated_cluster.sh: --nic-rate needs RANK=MBIT, got '$2'" >&2; exit 2; }
       nic_rate[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}; shift 2 ;;
@@ -179,7 +183,7 @@ trap 'exit 143' TERM
 
 in_ns() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
 add_ns() { ip netns add "$1"; created+=("$1"); ip -n "$1" link set lo up; }
-shape() { tc -n "$1" qdisc replace dev "$2" root tbf rate "${3:-$rate}mbit" burst "$burst" limit "$limit"; }
+shape() { tc -n "$1" qdisc replace dev "$2" root tbf rate "${3:-$rate}mbit" burst "$burst" limit "${4:-$limit}"; }
 
 # The switch: a flat data bridge (STP off, forwarding at once) and the management bridge.
 add_ns "$switch"
@@ -218,7 +222,7 @@ for ((s = 0; s < servers; s++)); do
     ip -n "$switch" link set "r$rank" master mbr up
     ip -n "$gns" addr add "198.19.0.$((100 + rank))/24" dev mgmt
     ip -n "$gns" link set mgmt up
-    shape "$gns" "nic$g" "${nic_rate[$rank]:-}"    # uplink: what this GPU sends
+    shape "$gns" "nic$g" "${nic_rate[$rank]:-}" "${nic_limit:-$limit}" # uplink: what this GPU sends
     shape "$switch" "$port" "${nic_rate[$rank]:-}" # downlink: what this GPU receives (incast queues here)
   done
   head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' |
@@ -238,7 +242,8 @@ s=\${host#server}
 exec ip netns exec $tag-s\$s unshare --mount --uts --propagation private -- /bin/sh -c \\
   'mount --bind $work/boot_id.'\$s' /proc/sys/kernel/random/boot_id && hostname '\$host' && exec /bin/sh -c "\$0"' "\$*"
 EOF
-# Every rank uses its own NIC: Open MPI's TCP BTL and UCX are restricted to it. The --env values
+# Every rank uses its own NIC: UCX and Open MPI's TCP BTL are restricted to it (Open MPI's to the
+# management link with --mpi-over-management). The --env values
 # and (second wrapper) the preloaded library reach the rank through env, not `ip`.
 write_wrapper() { # write_wrapper FILE [LD_PRELOAD=LIB]
   local extra=("${rank_env[@]}")
@@ -246,7 +251,7 @@ write_wrapper() { # write_wrapper FILE [LD_PRELOAD=LIB]
   cat >"$1" <<EOF
 #!/bin/sh
 g=\${OMPI_COMM_WORLD_LOCAL_RANK:?}
-export OMPI_MCA_btl_tcp_if_include=nic\$g UCX_NET_DEVICES=nic\$g
+export OMPI_MCA_btl_tcp_if_include=$mpi_if UCX_NET_DEVICES=nic\$g
 exec ip netns exec $tag-\$(hostname | sed 's/^server/s/')-g\$g env ${extra[*]@Q} "\$@"
 EOF
   chmod +x "$1"

@@ -19,15 +19,22 @@ using clock = std::chrono::steady_clock;
 
 // One round of the control exchange (exchange_round.hpp): every member of the round's group
 // sends each other member a message of the same size and receives one from each, over UCX, so
-// that it makes progress for everything else in flight. Bounded by the timeout; a failure leaves
-// the communicator unusable (the ranks no longer agree where they are). Allocates nothing once
-// the slots have grown to the largest group (the handshake's: every rank).
+// that it makes progress for everything else in flight; messages to or from a rank whose NIC is
+// down go through stand-ins (control_routes.hpp), and this rank carries those of its own server's
+// such ranks. Bounded by the timeout; a failure leaves the communicator unusable (the ranks no
+// longer agree where they are). Allocates nothing once the slots have grown to the largest group
+// (the handshake's: every rank).
 status communicator_impl::exchange(const exchange_round& r) {
     const auto n = static_cast<std::size_t>(r.group.count);
     const auto me = static_cast<std::size_t>(r.group.index_of(rank_));
     std::memcpy(r.recv + me * r.bytes, r.send + me * r.send_stride, r.bytes);
+    relays_.clear();
+    routes_.for_each_carried(rank_, r.group, [&](int from, int to) {
+        relays_.push_back({from, to, routes_.next_hop(rank_, from, to), false});
+    });
+    relay_buffer_.resize(std::max(relay_buffer_.size(), relays_.size() * r.bytes));
     slot_block& b = exchange_slots_;
-    b.slots.assign(2 * n, op_slot{});
+    b.slots.assign(2 * n + 2 * relays_.size(), op_slot{});
     b.completed = 0;
     // Sized before anything is posted (cancelling must not allocate), and kept.
     exchange_closing_.assign(static_cast<std::size_t>(size_), op_slot{});
@@ -50,8 +57,9 @@ status communicator_impl::exchange(const exchange_round& r) {
     }
 }
 
-// Posts a receive from every other member (slot k), then a send to every other member (slot
-// n + k); stops at the first that fails.
+// Posts a receive from every other member (slot k) and of every message this rank carries (slot
+// 2n + j), then a send to every other member (slot n + k), to its first stand-in where the route
+// has one; stops at the first that fails.
 void communicator_impl::post_exchange(const exchange_round& r, exchange_state& x) {
     const auto n = static_cast<std::size_t>(r.group.count);
     slot_block& b = exchange_slots_;
@@ -65,18 +73,50 @@ void communicator_impl::post_exchange(const exchange_round& r, exchange_state& x
         if (st == UCS_INPROGRESS) ++x.expected;
         else if (st != UCS_OK) x.error = "receiving from rank " + std::to_string(peer) + ": " + ucx_error(st);
     }
+    for (std::size_t j = 0; j < relays_.size() && x.error.empty(); ++j) {
+        const relay& c = relays_[j];
+        op_slot& s = b.slots[2 * n + j];
+        s.block = &b;
+        const ucs_status_t st = worker_.recv(relay_buffer_.data() + j * r.bytes, r.bytes, false,
+                                             make_relay_tag(r.kind, r.seq, c.from, c.to), s, true);
+        if (st == UCS_INPROGRESS) ++x.expected;
+        else if (st != UCS_OK) x.error = "receiving rank " + std::to_string(c.from) + "'s message for rank " +
+                                         std::to_string(c.to) + ": " + ucx_error(st);
+    }
     for (std::size_t k = 0; k < n && x.error.empty(); ++k) {
         const int peer = r.group.rank_at(static_cast<int>(k));
         if (peer == rank_) continue;
-        op_slot& s = b.slots[n + k];
-        s.block = &b;
-        const ucs_status_t st = worker_.send(peer, r.send + k * r.send_stride, r.bytes, false,
-                                             make_control_tag(r.kind, r.seq, rank_), s, true);
-        if (st == UCS_INPROGRESS) ++x.expected;
-        else if (st != UCS_OK) {
-            x.code = worker_.peer(peer).error != UCS_OK ? errc::peer_failure : errc::transport;
-            x.error = "sending to rank " + std::to_string(peer) + ": " + ucx_error(st);
-        }
+        const int hop = routes_.next_hop(rank_, rank_, peer);
+        const std::uint64_t tag =
+            hop == peer ? make_control_tag(r.kind, r.seq, rank_) : make_relay_tag(r.kind, r.seq, rank_, peer);
+        send_control(hop, r.send + k * r.send_stride, r.bytes, tag, b.slots[n + k], x);
+    }
+}
+
+// Posts one control message of this round; an error that UCX reports at once ends the round.
+void communicator_impl::send_control(int hop, const unsigned char* message, std::size_t bytes, std::uint64_t tag,
+                                     op_slot& s, exchange_state& x) {
+    s.block = &exchange_slots_;
+    const ucs_status_t st = worker_.send(hop, message, bytes, false, tag, s, true);
+    if (st == UCS_INPROGRESS) ++x.expected;
+    else if (st != UCS_OK) {
+        x.code = worker_.peer(hop).error != UCS_OK ? errc::peer_failure : errc::transport;
+        x.error = "sending to rank " + std::to_string(hop) + ": " + ucx_error(st);
+    }
+}
+
+// Passes on every carried message that has arrived (slot 2n + j) and not yet been passed on: to
+// its receiver with its sender's plain tag, or to the receiver's stand-in (slot 2n + m + j).
+void communicator_impl::forward_relays(const exchange_round& r, exchange_state& x) {
+    const auto n = static_cast<std::size_t>(r.group.count), m = relays_.size();
+    for (std::size_t j = 0; j < m && x.error.empty(); ++j) {
+        relay& c = relays_[j];
+        const op_slot& in = exchange_slots_.slots[2 * n + j];
+        if (c.forwarded || !in.done || in.status != UCS_OK) continue; // a failed receive: check_exchange
+        c.forwarded = true;
+        const std::uint64_t tag = c.next == c.to ? make_control_tag(r.kind, r.seq, c.from)
+                                                 : make_relay_tag(r.kind, r.seq, c.from, c.to);
+        send_control(c.next, relay_buffer_.data() + j * r.bytes, r.bytes, tag, exchange_slots_.slots[2 * n + m + j], x);
     }
 }
 
@@ -89,7 +129,9 @@ void communicator_impl::wait_exchange(const exchange_round& r, exchange_state& x
     auto deadline = clock::now() + cfg_.timeout;
     bool grace = !r.follows;
     std::size_t seen = worker_.error_events();
-    while (b.completed < x.expected) {
+    for (;;) {
+        forward_relays(r, x);
+        if (!x.error.empty() || b.completed >= x.expected) return;
         if (worker_.aborted()) {
             x.code = static_cast<errc>(worker_.abort_code());
             if (x.code <= errc::ok || x.code > errc::internal) x.code = errc::peer_failure;
@@ -169,6 +211,18 @@ void communicator_impl::check_exchange(const exchange_round& r, exchange_state& 
             return;
         }
     }
+    for (std::size_t j = 0; j < relays_.size(); ++j) {
+        const op_slot& in = exchange_slots_.slots[2 * n + j];
+        const op_slot& onward = exchange_slots_.slots[2 * n + relays_.size() + j];
+        if (in.status == UCS_OK && onward.status == UCS_OK && in.length == r.bytes) continue;
+        x.code = in.status == UCS_OK && onward.status == UCS_OK ? errc::internal : errc::transport;
+        x.error = "carrying rank " + std::to_string(relays_[j].from) + "'s message for rank " +
+                  std::to_string(relays_[j].to) + ": " +
+                  (in.status != UCS_OK       ? ucx_error(in.status)
+                   : onward.status != UCS_OK ? ucx_error(onward.status)
+                                             : std::to_string(in.length) + " bytes, expected " + std::to_string(r.bytes));
+        return;
+    }
 }
 
 // Cancels what a round posted: receives directly, sends by closing their endpoints. Never
@@ -180,7 +234,14 @@ void communicator_impl::cancel_exchange(const rank_group& g, std::size_t expecte
         const int peer = g.rank_at(static_cast<int>(k));
         if (peer == rank_) continue;
         worker_.cancel(b.slots[k]);
-        if (!b.slots[n + k].done) (void)worker_.force_close(peer, exchange_closing_[static_cast<std::size_t>(peer)]);
+        const int hop = routes_.next_hop(rank_, rank_, peer);
+        if (!b.slots[n + k].done) (void)worker_.force_close(hop, exchange_closing_[static_cast<std::size_t>(hop)]);
+    }
+    for (std::size_t j = 0; j < relays_.size(); ++j) {
+        worker_.cancel(b.slots[2 * n + j]);
+        const int hop = relays_[j].next;
+        if (!b.slots[2 * n + relays_.size() + j].done)
+            (void)worker_.force_close(hop, exchange_closing_[static_cast<std::size_t>(hop)]);
     }
     worker_.drain(b, expected, exchange_closing_, std::min(cfg_.timeout, std::chrono::milliseconds(200)));
 }

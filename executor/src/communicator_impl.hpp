@@ -16,6 +16,7 @@
 #include <fast/rank_program.hpp>
 
 #include "call_args.hpp"
+#include "control_routes.hpp"
 #include "count_agreement.hpp"
 #include "engine.hpp"
 #include "exchange_round.hpp"
@@ -82,6 +83,7 @@ private:
     status connect(const std::vector<unsigned char>& addresses, std::uint64_t stride,
                    const std::vector<std::string>& hosts);
     status report_connection(const status& connected);
+    status make_planners();
     status handshake();
 
     /// An exchange() in progress: how many posted messages complete later, and the first error.
@@ -94,6 +96,9 @@ private:
     void post_exchange(const exchange_round& r, exchange_state& x);
     void wait_exchange(const exchange_round& r, exchange_state& x);
     void check_exchange(const exchange_round& r, exchange_state& x);
+    void send_control(int hop, const unsigned char* message, std::size_t bytes, std::uint64_t tag, op_slot& s,
+                      exchange_state& x);
+    void forward_relays(const exchange_round& r, exchange_state& x);
     [[nodiscard]] int failed_member(const rank_group& g) const;
     [[nodiscard]] std::string silent_ranks(const rank_group& g) const;
     void cancel_exchange(const rank_group& g, std::size_t expected) noexcept;
@@ -137,6 +142,14 @@ private:
     std::unique_ptr<count_agreement> counts_; ///< every call's count agreement
     slot_block exchange_slots_;
     std::vector<op_slot> exchange_closing_; ///< exchange()'s endpoint-close slots, kept between calls
+    control_routes routes_;                 ///< control messages around NICs that are down
+    /// A control message this rank carries as a stand-in in the current round.
+    struct relay {
+        int from = 0, to = 0, next = 0;
+        bool forwarded = false;
+    };
+    std::vector<relay> relays_;               ///< the current round's, kept between rounds
+    std::vector<unsigned char> relay_buffer_; ///< one message per relay
 };
 
 class request_impl {

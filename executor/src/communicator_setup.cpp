@@ -215,21 +215,31 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
     if (std::string why = shape_error(fabric_shape_, g); !why.empty())
         return status(errc::invalid_argument, "creating the communicator: " + why);
     topo_ = topology_of(g.servers, g.gpus_per_server, cfg_); // FAST_FABRIC's figures, where set
+    if (size_ > max_ranks)
+        return status(errc::invalid_argument, "creating the communicator: " + std::to_string(size_) +
+                                                  " ranks, more than the " + std::to_string(max_ranks) +
+                                                  " a message tag can name");
+    // The planners before any endpoint: a fabric they refuse fails every rank alike.
+    if (status s = make_planners(); !s.ok()) return s;
+    routes_ = control_routes(topo_, fabric_shape_.nic_rates);
     // Round 2: worker addresses; then endpoints and a handshake; round 3: did everyone connect?
     std::vector<unsigned char> padded(longest, 0);
     std::copy(address.begin(), address.end(), padded.begin());
     std::vector<unsigned char> addresses;
     if (status s = gather(padded.data(), longest, addresses); !s.ok()) return s;
     if (status s = report_connection(connect(addresses, longest, hosts)); !s.ok()) return s;
-    if (size_ > max_ranks)
-        return status(errc::invalid_argument, "creating the communicator: " + std::to_string(size_) +
-                                                  " ranks, more than the " + std::to_string(max_ranks) +
-                                                  " a message tag can name");
-    fast::plan_options options;
-    options.scheduler = planner_scheduler(cfg.scheduler);
     open_trace();
-    // Uneven rates (FAST_FABRIC's or config.nic_gbps): plans spread each server pair over its
-    // rails by rate.
+    operation_ = std::make_unique<operation>(worker_, *memory_, cfg_.timeout, rank_, credits());
+    counts_ = make_count_agreement(agreement_on(cfg_.agreement, topo_), topo_, rank_);
+    return {};
+}
+
+// The planners of every call (and one with split blocks where messages must be single
+// segments). Uneven rates (FAST_FABRIC's or config.nic_gbps): plans spread each server pair over
+// its rails by rate.
+status communicator_impl::make_planners() {
+    fast::plan_options options;
+    options.scheduler = planner_scheduler(cfg_.scheduler);
     const std::vector<double>& rates = fabric_shape_.nic_rates;
     auto make_planner = [&](const fast::plan_options& o) {
         return rates.empty() ? std::make_unique<fast::planner>(topo_, o)
@@ -244,8 +254,6 @@ status communicator_impl::create(const bootstrap& boot, const config& cfg) {
     } catch (const fast::invalid_argument& e) { // a server with every NIC down
         return status(errc::invalid_argument, std::string("creating the communicator: config.nic_gbps: ") + e.what());
     }
-    operation_ = std::make_unique<operation>(worker_, *memory_, cfg_.timeout, rank_, credits());
-    counts_ = make_count_agreement(agreement_on(cfg_.agreement, topo_), topo_, rank_);
     return {};
 }
 
@@ -342,19 +350,20 @@ status communicator_impl::agree_on_configuration(const status& local, std::size_
     return {};
 }
 
-// Endpoints to every rank (`addresses`: rank r's worker address at r * stride), a message to
-// and from every peer, a flush, and the endpoints armed for aborts. Returns this rank's outcome
+// Endpoints to every rank not cut off by a NIC that is down (`addresses`: rank r's worker address
+// at r * stride), a message to and from every peer, a flush, and the endpoints armed for aborts. Returns this rank's outcome
 // (reported to every rank in round 3).
 status communicator_impl::connect(const std::vector<unsigned char>& addresses, std::uint64_t stride,
                                   const std::vector<std::string>& hosts) {
     const auto ur = static_cast<std::size_t>(size_);
     std::vector<const unsigned char*> where(ur);
-    std::vector<char> same_host(ur, 0);
+    std::vector<char> same_host(ur, 0), cut_off(ur, 0);
     for (std::size_t r = 0; r < ur; ++r) {
         where[r] = addresses.data() + r * stride;
         same_host[r] = hosts[r] == hosts[static_cast<std::size_t>(rank_)];
+        cut_off[r] = routes_.cut_off(rank_, static_cast<int>(r));
     }
-    if (std::string e = worker_.connect(where, same_host); !e.empty()) return status(errc::transport, e);
+    if (std::string e = worker_.connect(where, same_host, cut_off); !e.empty()) return status(errc::transport, e);
     if (status s = handshake(); !s.ok()) return s;
     if (std::string e = worker_.arm_abort(); !e.empty()) return status(errc::transport, e);
     return {};

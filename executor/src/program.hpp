@@ -95,6 +95,21 @@ inline constexpr std::uint64_t tag_control_seq_mask = (std::uint64_t{1} << 24) -
            ((seq & tag_control_seq_mask) << tag_control_seq_shift) | static_cast<std::uint32_t>(sender);
 }
 
+/// A control message on its way through a stand-in (control_routes.hpp): bit 62 set in the kind,
+/// bits 46..55 the sequence number's low bits, bits 23..45 its sender, bits 0..22 its receiver.
+/// The last hop delivers it with the plain control tag (make_control_tag) of its sender.
+inline constexpr std::uint64_t tag_relay = std::uint64_t{1} << 62;
+inline constexpr int tag_relay_seq_shift = 46;
+inline constexpr std::uint64_t tag_relay_seq_mask = (std::uint64_t{1} << 10) - 1;
+static_assert(static_cast<std::uint64_t>(control::closing) < (tag_relay >> tag_control_kind_shift));
+
+[[nodiscard]] constexpr std::uint64_t make_relay_tag(control kind, std::uint64_t seq, int sender, int receiver) noexcept {
+    return tag_control | tag_relay | (static_cast<std::uint64_t>(kind) << tag_control_kind_shift) |
+           ((seq & tag_relay_seq_mask) << tag_relay_seq_shift) |
+           (static_cast<std::uint64_t>(sender) & tag_sender_mask) << 23 |
+           (static_cast<std::uint64_t>(receiver) & tag_sender_mask);
+}
+
 /// Ops of this rank, step by step (only the steps in which it takes part).
 struct program {
     std::vector<op> ops;

@@ -170,9 +170,10 @@ void worker::on_peer_error(void* arg, ucp_ep_h, ucs_status_t status) noexcept {
     ++*p->error_events;
 }
 
-std::string worker::connect(const std::vector<const unsigned char*>& addresses, const std::vector<char>& same_host) {
+std::string worker::connect(const std::vector<const unsigned char*>& addresses, const std::vector<char>& same_host,
+                            const std::vector<char>& cut_off) {
     for (std::size_t r = 0; r < peers_.size(); ++r) {
-        if (static_cast<int>(r) == rank_) continue;
+        if (static_cast<int>(r) == rank_ || cut_off[r]) continue;
         ucp_ep_params_t ep{};
         ep.field_mask =
             UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;

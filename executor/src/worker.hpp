@@ -68,8 +68,9 @@ public:
     /// (or find no transport at all with UCX_TLS=sm,self): endpoints to ranks with the same host
     /// key (`same_host[r]`) therefore use UCP_ERR_HANDLING_MODE_NONE, as do endpoints that UCX
     /// cannot create with peer error handling; a failure of such a peer is found by the timeout.
+    /// No endpoint to the ranks with `cut_off[r]` (a NIC between them is down).
     [[nodiscard]] std::string connect(const std::vector<const unsigned char*>& addresses,
-                                      const std::vector<char>& same_host);
+                                      const std::vector<char>& same_host, const std::vector<char>& cut_off);
 
     [[nodiscard]] unsigned progress() noexcept { return ucp_worker_progress(worker_); }
     /// After a progress() that did nothing: lets other work run until something may have

@@ -537,7 +537,7 @@ TEST_CASE("a message nobody receives is found by its tag and stays queued") {
         REQUIRE(w[r].init(r, 2, UCS_MEMORY_TYPE_HOST, false) == "");
         REQUIRE(w[r].address(address[r]) == "");
     }
-    for (int r = 0; r < 2; ++r) REQUIRE(w[r].connect({address[0].data(), address[1].data()}, {1, 1}) == "");
+    for (int r = 0; r < 2; ++r) REQUIRE(w[r].connect({address[0].data(), address[1].data()}, {1, 1}, {0, 0}) == "");
     const std::uint64_t tag = make_tag(7, data_tag(1, 3));
     const char payload[] = "stray";
     op_slot sent;
