@@ -69,6 +69,7 @@ struct options {
     std::vector<std::string> nic_rates; ///< RANK=GBIT: a NIC at its own rate (0: down)
     int gpus_per_nic = 1;
     std::string fabric; ///< a fast-fabric/1 file the planner and the model use instead
+    int mark_down_on_failure = -1; ///< a rank whose NIC is marked down after a failed call
     std::optional<double> scale_up_gbps;
     double alpha_up_us = 50;
     double alpha_out_us = 500;
@@ -323,8 +324,90 @@ struct executors {
     std::unique_ptr<fast::exec::communicator> fast, direct;
 };
 
+// The communicators of `scheds` on `cfg`, created collectively.
+executors make_executors(fast::exec::config cfg, const std::vector<sched>& scheds) {
+    executors ex;
+    for (const sched s : scheds) {
+        if (s == sched::mpi) continue;
+        auto& slot = s == sched::fast ? ex.fast : ex.direct;
+        if (slot) continue;
+        cfg.scheduler = s == sched::fast ? fast::exec::scheduler::fast : fast::exec::scheduler::direct;
+        slot = std::make_unique<fast::exec::communicator>();
+        if (const fast::exec::status st = fast::exec::create(MPI_COMM_WORLD, cfg, *slot); !st.ok())
+            die(std::string("creating the ") + name_of(s) + " communicator: " + st.message());
+    }
+    return ex;
+}
+
+// Whether the call (this rank's: `ok`, `error`, `seconds`) failed on some rank (collective; only
+// with --mark-down-on-failure, whose recovery every rank must take alike). Rank 0 says on how
+// many, when the last returned, and the first failed rank's error.
+bool failed_somewhere(bool ok, const std::string& error, double seconds, const char* scheduler, int me, int size) {
+    int failed = ok ? 0 : 1, count = 0, first = ok ? INT_MAX : me;
+    MPI_Allreduce(&failed, &count, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (count == 0) return false;
+    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    char text[240] = {};
+    if (me == first) std::snprintf(text, sizeof text, "%s", error.c_str());
+    MPI_Bcast(text, sizeof text, MPI_CHAR, first, MPI_COMM_WORLD);
+    if (me == 0)
+        std::printf("# %s: the call failed on %d of %d ranks, the last returned after %.1f s; %s\n", scheduler, count,
+                    size, seconds, text);
+    return true;
+}
+
+// After a failed call: --mark-down-on-failure's NIC at 0 in the wire and the planner's fabric,
+// and new communicators that plan around it (the failed ones are destroyed first).
+struct recovery {
+    const options& o;
+    const std::vector<sched>& scheds;
+    fast::exec::config& cfg;
+    fast::fabric& wire;
+    fast::fabric& planner_fabric;
+    executors& ex;
+    bool done = false;
+
+    void mark_down(int me) {
+        done = true;
+        wire.nics[static_cast<std::size_t>(o.mark_down_on_failure / o.gpus_per_nic)].gbps = 0;
+        std::vector<double> rates = fast::nic_rates(planner_fabric);
+        for (int r = 0; r < wire.gpus_per_server * wire.servers; ++r)
+            if (r / o.gpus_per_nic == o.mark_down_on_failure / o.gpus_per_nic) rates[static_cast<std::size_t>(r)] = 0;
+        planner_fabric = fast::fabric_of_rates(fast::planning_topology(planner_fabric), rates);
+        cfg.nic_gbps = rates;
+        ex = {};
+        ex = make_executors(cfg, scheds);
+        if (me == 0)
+            std::printf("# rank %d's NIC marked down; new communicators plan around it\n", o.mark_down_on_failure);
+    }
+};
+
+// One call of `scheduler` on `b` after a barrier: this rank's time into `seconds`; false (and
+// the error) where it failed.
+bool timed_call(sched scheduler, rank_buffers& b, executors& ex, double& seconds, std::string& error) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = clock_type::now();
+    bool ok = true;
+    if (scheduler == sched::mpi) {
+        if (!b.fits_int) die("the mpi scheduler needs counts and displacements below INT_MAX bytes");
+        const int rc = MPI_Alltoallv(b.send.data(), b.scount_i.data(), b.sdispl_i.data(), MPI_BYTE, b.recv.data(),
+                                     b.rcount_i.data(), b.rdispl_i.data(), MPI_BYTE, MPI_COMM_WORLD);
+        ok = rc == MPI_SUCCESS;
+        if (!ok) error = "MPI_Alltoallv failed";
+    } else {
+        fast::exec::communicator& comm = scheduler == sched::fast ? *ex.fast : *ex.direct;
+        const fast::exec::status st =
+            comm.alltoallv(b.send.data(), b.scount, b.sdispl, b.recv.data(), b.rcount, b.rdispl);
+        ok = st.ok();
+        if (!ok) error = st.message();
+    }
+    seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
+    return ok;
+}
+
 std::vector<result> run_case(const test_case& c, const std::vector<sched>& scheds, executors& ex, const options& o,
-                             int me) {
+                             int me, recovery& recover) {
     const int r = static_cast<int>(c.m.rows());
     rank_buffers b = make_buffers(c.m, me);
     const int runs = o.warmup + o.iters;
@@ -332,31 +415,21 @@ std::vector<result> run_case(const test_case& c, const std::vector<sched>& sched
     std::vector<long long> wrong(scheds.size(), 0);
     std::vector<result> out(scheds.size());
     std::uint8_t key = 0;
+    int counted_from = o.warmup; // after a recovery: its calls only, on the fabric as it now is
     for (int it = 0; it < runs; ++it) {
         for (std::size_t s = 0; s < scheds.size(); ++s) {
             const auto next = static_cast<std::uint8_t>(key + 0x5b); // odd step: every key differs from the last
             xor_buffer(b.send, static_cast<std::uint8_t>(key ^ next));
             key = next;
-            MPI_Barrier(MPI_COMM_WORLD);
-            const auto t0 = clock_type::now();
-            bool ok = true;
             std::string error;
-            if (scheds[s] == sched::mpi) {
-                if (!b.fits_int) die("the mpi scheduler needs counts and displacements below INT_MAX bytes");
-                const int rc =
-                    MPI_Alltoallv(b.send.data(), b.scount_i.data(), b.sdispl_i.data(), MPI_BYTE, b.recv.data(),
-                                  b.rcount_i.data(), b.rdispl_i.data(), MPI_BYTE, MPI_COMM_WORLD);
-                ok = rc == MPI_SUCCESS;
-                if (!ok) error = "MPI_Alltoallv failed";
-            } else {
-                fast::exec::communicator& comm = scheds[s] == sched::fast ? *ex.fast : *ex.direct;
-                const fast::exec::status st =
-                    comm.alltoallv(b.send.data(), b.scount, b.sdispl, b.recv.data(), b.rcount, b.rdispl);
-                ok = st.ok();
-                if (!ok) error = st.message();
+            double& seconds = local[static_cast<std::size_t>(it) * scheds.size() + s];
+            bool ok = timed_call(scheds[s], b, ex, seconds, error);
+            if (o.mark_down_on_failure >= 0 && !recover.done &&
+                failed_somewhere(ok, error, seconds, name_of(scheds[s]), me, r)) {
+                recover.mark_down(me);
+                counted_from = std::max(counted_from, s > 0 ? it + 1 : it); // its earlier schedulers: before
+                ok = timed_call(scheds[s], b, ex, seconds, error);
             }
-            local[static_cast<std::size_t>(it) * scheds.size() + s] =
-                std::chrono::duration<double>(clock_type::now() - t0).count();
             if (!ok) die(std::string(name_of(scheds[s])) + ": " + error);
             std::int64_t bad = 0;
             for (int j = 0; j < r; ++j) {
@@ -373,7 +446,7 @@ std::vector<result> run_case(const test_case& c, const std::vector<sched>& sched
     MPI_Reduce(wrong.data(), wrong_all.data(), static_cast<int>(wrong.size()), MPI_LONG_LONG, MPI_SUM, 0,
                MPI_COMM_WORLD);
     for (std::size_t s = 0; s < scheds.size(); ++s) {
-        for (int it = o.warmup; it < runs; ++it)
+        for (int it = counted_from; it < runs; ++it)
             out[s].times_s.push_back(slowest[static_cast<std::size_t>(it) * scheds.size() + s]);
         out[s].wrong = wrong_all[s];
         if (scheds[s] == sched::fast) out[s].steps = ex.fast->stats().last_plan_steps;
@@ -501,8 +574,11 @@ int run(const options& o, int me, int size) {
     }
     fast::topology wire_topo{size / g, g, up > 0 ? up : 1, nic_bytes_per_s / 1e9, o.alpha_up_us, o.alpha_out_us};
     fast::validate(wire_topo);
-    const fast::fabric wire = wire_of(o, wire_topo);
-    const fast::fabric fabric = planner_fabric_of(o, wire);
+    fast::fabric wire = wire_of(o, wire_topo);
+    fast::fabric fabric = planner_fabric_of(o, wire);
+    if (o.mark_down_on_failure >= size)
+        throw fast::invalid_argument("--mark-down-on-failure " + std::to_string(o.mark_down_on_failure) +
+                                     " is not one of the " + std::to_string(size) + " ranks");
     const fast::topology topo = fast::planning_topology(fabric);
     const std::vector<test_case> cases = share_cases(o, topo, me);
 
@@ -515,16 +591,8 @@ int run(const options& o, int me, int size) {
     if (fast::has_uneven_rates(fabric)) cfg.nic_gbps = fast::nic_rates(fabric);
     cfg.timeout = std::chrono::milliseconds(static_cast<long long>(o.timeout_s * 1e3));
     cfg.flow = o.flow == "credits" ? fast::exec::flow_control::credits : fast::exec::flow_control::rendezvous;
-    executors ex;
-    for (const sched s : scheds) {
-        if (s == sched::mpi) continue;
-        auto& slot = s == sched::fast ? ex.fast : ex.direct;
-        if (slot) continue;
-        cfg.scheduler = s == sched::fast ? fast::exec::scheduler::fast : fast::exec::scheduler::direct;
-        slot = std::make_unique<fast::exec::communicator>();
-        if (const fast::exec::status st = fast::exec::create(MPI_COMM_WORLD, cfg, *slot); !st.ok())
-            die(std::string("creating the ") + name_of(s) + " communicator: " + st.message());
-    }
+    executors ex = make_executors(cfg, scheds);
+    recovery recover{o, scheds, cfg, wire, fabric, ex};
 
     std::FILE* csv = nullptr;
     if (me == 0) {
@@ -552,7 +620,7 @@ int run(const options& o, int me, int size) {
     std::vector<row> rows;
     long long total_wrong = 0;
     for (const test_case& c : cases) {
-        const std::vector<result> res = run_case(c, scheds, ex, o, me);
+        const std::vector<result> res = run_case(c, scheds, ex, o, me, recover);
         if (me != 0) continue;
         const bounds bd = bounds_of(c.m, wire);
         for (std::size_t s = 0; s < scheds.size(); ++s) {
@@ -655,6 +723,10 @@ int main(int argc, char** argv) {
                    "plan and predict (pred) with this fast-fabric/1 file's figures (fast-probe's, say) instead of "
                    "the options'; T_lb and T_nic stay the wire's (--nic-gbit, --nic-rate, --gpus-per-nic)")
         ->type_name("FILE");
+    app.add_option("--mark-down-on-failure", o.mark_down_on_failure,
+                   "RANK: when a call fails (a NIC failed), mark RANK's NIC down, as a health check that found it "
+                   "would, and repeat the call on new communicators that plan around it (once)")
+        ->check(fast_tools::non_negative);
     app.add_option("--scale-up-gbps", o.scale_up_gbps,
                    "planner's scale-up bandwidth per GPU in GB/s (default: memcpy rate x cores / ranks on this host)");
     app.add_option("--alpha-up-us", o.alpha_up_us, "planner's per-step scale-up latency, us")->capture_default_str();

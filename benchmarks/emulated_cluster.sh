@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Emulates a two-tier GPU cluster on one Linux machine and runs alltoallv_perf on it:
-#   S servers of G GPUs; every GPU rank has one rate-limited veth NIC, all NICs hang off one
-#   bridge (the scale-out switch) in a "switch" namespace; a management bridge for the launcher.
+#   S servers of G GPUs; every NIC (one per GPU, or shared by --gpus-per-nic GPUs) is a
+#   rate-limited veth on one bridge (the scale-out switch) in a "switch" namespace; a management
+#   bridge for the launcher.
 #   Every server has its own boot_id and host name (and Open MPI daemon), so UCX and Open MPI use
 #   shared memory only inside a server and the emulated network between servers.
 #
@@ -20,9 +21,10 @@ usage: emulated_cluster.sh [options] [-- alltoallv_perf arguments]
 
 Emulates S servers x G GPUs on this machine and runs alltoallv_perf (-g G and --nic-gbit are
 passed for you) with one MPI rank per GPU:
-  - one network namespace per server (its Open MPI daemon, management link) and one per GPU
-    rank holding that GPU's veth NIC, so every rank's traffic leaves through its own NIC (UCX
-    does not bind source addresses, so ranks sharing a namespace could not be steered);
+  - one network namespace per server (its Open MPI daemon, management link) and one per NIC
+    holding that NIC's veth and the ranks of the GPUs it serves (one, or --gpus-per-nic), so
+    every rank's traffic leaves through its own NIC (UCX does not bind source addresses, so
+    ranks sharing a namespace could not be steered onto different NICs);
   - NICs shaped in both directions with tbf (the NIC's root qdisc: uplink; its bridge port's
     root qdisc: downlink, where incast queues build), one flat bridge as the scale-out switch;
     TCP without slow start after idle (net.ipv4.tcp_slow_start_after_idle=0, as on datacenter
@@ -40,6 +42,10 @@ options:
       --burst SIZE       tbf burst (256kb)
       --limit SIZE       every NIC's and switch port's queue (256kb: shallow, 105 ms at 20 Mbit/s,
                          21 ms at 100 Mbit/s; 16mb: the deep queue, 6.7 s at 20 Mbit/s)
+      --nic-limit SIZE   the NICs' own (uplink) queues only, where they differ from --limit: a host
+                         holds back its sockets instead of dropping (e.g. 16mb), a switch port drops
+      --gpus-per-nic K   K consecutive GPUs of a server share each NIC (1); RANK below names the
+                         NIC of that rank, and alltoallv_perf gets --gpus-per-nic K
       --nic-rate RANK=MBIT
                          that rank's NIC at MBIT instead of --rate, both directions (may repeat)
       --nic-down RANK    that rank's NIC is down from the start (may repeat)
@@ -47,6 +53,11 @@ options:
                          that rank's NIC goes down SECONDS after the MPI run starts (may repeat)
       --tell             tell alltoallv_perf (its planner and model) of --nic-rate and --nic-down:
                          passes them on as its --nic-rate RANK=GBIT
+      --mpi-over-management
+                         Open MPI's own traffic (start-up, the executor's bootstrap, the harness's
+                         barriers, MPI_Alltoallv) over the unshaped management links instead of the
+                         NICs, as a front-end network would carry it: runs with a NIC down need it,
+                         and MPI_Alltoallv's times then mean nothing
       --perf PATH        the alltoallv_perf binary (build/benchmarks/alltoallv_perf)
       --timeout SECONDS  hard limit of the whole MPI run (3600)
       --stats            after the run, print every NIC's and bridge port's tc byte counters
@@ -75,6 +86,7 @@ EOF
 servers=4
 gpus=8
 rate=100
+gpus_per_nic=1
 burst=256kb
 limit=256kb
 nic_limit=
@@ -89,7 +101,7 @@ program=
 preload=
 compare=0
 rank_env=()
-mpi_if='nic$g' # Open MPI's TCP path: the rank's NIC ($g: its local index, in the wrapper)
+mpi_if='nic$n' # Open MPI's TCP path: the rank's NIC ($n: its index in the server, in the wrapper)
 # Options with a value: "need "$@"" stops with one line naming the option when the value is missing.
 need() { [[ -n ${2:-} ]] || { echo "emulated_cluster.sh: $1 needs a value (see --help)" >&2; exit 2; }; }
 while [[ $# -gt 0 ]]; do
@@ -100,6 +112,7 @@ while [[ $# -gt 0 ]]; do
     --burst) need "$@"; burst=$2; shift 2 ;;
     --limit) need "$@"; limit=$2; shift 2 ;;
     --nic-limit) need "$@"; nic_limit=$2; shift 2 ;;
+    --gpus-per-nic) need "$@"; gpus_per_nic=$2; shift 2 ;;
     --mpi-over-management) mpi_if=mgmt; shift ;;
     --nic-rate) need "$@"; [[ $2 =~ ^([0-9]+)=([0-9]+([.][0-9]+)?)$ ]] ||
       { echo "emulated_cluster.sh: --nic-rate needs RANK=MBIT, got '$2'" >&2; exit 2; }
@@ -131,12 +144,23 @@ die() { echo "emulated_cluster.sh: $*" >&2; exit 1; }
 [[ $gpus =~ ^[0-9]+$ && $gpus -ge 1 && $gpus -le 150 ]] || die "--gpus must be 1..150, got '$gpus'"
 ((servers * gpus <= 150)) || die "at most 150 ranks (management addresses), got $servers x $gpus"
 [[ $rate =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--rate must be a number of Mbit/s, got '$rate'"
+[[ $gpus_per_nic =~ ^[1-9][0-9]*$ ]] && ((gpus % gpus_per_nic == 0)) ||
+  die "--gpus-per-nic must divide --gpus $gpus, got '$gpus_per_nic'"
 for r in "${!nic_rate[@]}" "${!nic_down_at[@]}"; do
   ((r < servers * gpus)) || die "--nic-rate/--nic-down: rank $r is not one of the $((servers * gpus)) ranks"
 done
 for r in "${!nic_rate[@]}"; do
   [[ ${nic_rate[$r]} =~ [1-9] ]] || die "--nic-rate $r=${nic_rate[$r]}: a rate above 0 (a NIC at 0 is --nic-down $r)"
 done
+# From here on the options' ranks name NICs: NIC n serves ranks n * K .. n * K + K - 1.
+nics=$((gpus / gpus_per_nic)) # per server
+declare -A nic_mbit=() nic_fails=()
+for r in "${!nic_rate[@]}"; do nic_mbit[$((r / gpus_per_nic))]=${nic_rate[$r]}; done
+for r in "${!nic_down_at[@]}"; do nic_fails[$((r / gpus_per_nic))]=${nic_down_at[$r]}; done
+nic_name() { # nic_name NIC: "rank 1's NIC", or "the NIC of ranks 2-3"
+  if ((gpus_per_nic == 1)); then echo "rank $1's NIC"; else
+    echo "the NIC of ranks $(($1 * gpus_per_nic))-$(($1 * gpus_per_nic + gpus_per_nic - 1))"; fi
+}
 if [[ -n $program ]]; then
   [[ -x $program && -f $program ]] || die "--program '$program' is not an executable file"
   program=$(cd "$(dirname "$program")" && pwd)/$(basename "$program")
@@ -202,28 +226,29 @@ for ((s = 0; s < servers; s++)); do
   ip -n "$switch" link set "m$s" master mbr up
   ip -n "$ns" addr add "198.19.0.$((10 + s))/24" dev mgmt
   ip -n "$ns" link set mgmt up
-  for ((g = 0; g < gpus; g++)); do
-    # The GPU's namespace: its NIC (shaped uplink), and a management link to reach its server's
-    # Open MPI daemon. UCX 1.13 never binds its TCP sockets to a source address, so source
-    # routing cannot steer ranks that share a namespace onto their own NICs: each GPU gets one.
-    gns=$ns-g$g
+  for ((n = 0; n < nics; n++)); do
+    # The NIC's namespace: its veth (shaped uplink), the ranks of its GPUs, and a management link
+    # to reach its server's Open MPI daemon. UCX 1.13 never binds its TCP sockets to a source
+    # address, so source routing cannot steer ranks that share a namespace onto different NICs:
+    # each NIC gets one.
+    gns=$ns-n$n
     add_ns "$gns"
     # A step-wise schedule leaves a connection idle between its steps; Linux would restart each
     # such connection from a slow-start window, which datacenter hosts turn off.
     ip netns exec "$gns" sysctl -qw net.ipv4.tcp_slow_start_after_idle=0
-    rank=$((s * gpus + g))
-    port=p${s}n$g
-    ip -n "$switch" link add "$port" type veth peer name "nic$g" netns "$gns"
+    nic=$((s * nics + n))
+    port=p${s}n$n
+    ip -n "$switch" link add "$port" type veth peer name "nic$n" netns "$gns"
     ip -n "$switch" link set "$port" master br0 up
-    ip -n "$gns" addr add "198.18.$s.$((g + 1))/16" dev "nic$g"
-    ip -n "$gns" link set "nic$g" up
-    ip -n "$gns" route replace 198.18.0.0/16 dev "nic$g" proto kernel scope link src "198.18.$s.$((g + 1))" rto_min 1s
-    ip -n "$switch" link add "r$rank" type veth peer name mgmt netns "$gns"
-    ip -n "$switch" link set "r$rank" master mbr up
-    ip -n "$gns" addr add "198.19.0.$((100 + rank))/24" dev mgmt
+    ip -n "$gns" addr add "198.18.$s.$((n + 1))/16" dev "nic$n"
+    ip -n "$gns" link set "nic$n" up
+    ip -n "$gns" route replace 198.18.0.0/16 dev "nic$n" proto kernel scope link src "198.18.$s.$((n + 1))" rto_min 1s
+    ip -n "$switch" link add "r$nic" type veth peer name mgmt netns "$gns"
+    ip -n "$switch" link set "r$nic" master mbr up
+    ip -n "$gns" addr add "198.19.0.$((100 + nic))/24" dev mgmt
     ip -n "$gns" link set mgmt up
-    shape "$gns" "nic$g" "${nic_rate[$rank]:-}" "${nic_limit:-$limit}" # uplink: what this GPU sends
-    shape "$switch" "$port" "${nic_rate[$rank]:-}" # downlink: what this GPU receives (incast queues here)
+    shape "$gns" "nic$n" "${nic_mbit[$nic]:-}" "${nic_limit:-$limit}" # uplink: what its GPUs send
+    shape "$switch" "$port" "${nic_mbit[$nic]:-}" # downlink: what they receive (incast queues here)
   done
   head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' |
     sed -E 's/^(.{8})(.{4})(.{4})(.{4})(.{12}).*/\1-\2-\3-\4-\5\n/' >"$work/boot_id.$s"
@@ -250,9 +275,9 @@ write_wrapper() { # write_wrapper FILE [LD_PRELOAD=LIB]
   [[ -z ${2:-} ]] || extra+=("$2")
   cat >"$1" <<EOF
 #!/bin/sh
-g=\${OMPI_COMM_WORLD_LOCAL_RANK:?}
-export OMPI_MCA_btl_tcp_if_include=$mpi_if UCX_NET_DEVICES=nic\$g
-exec ip netns exec $tag-\$(hostname | sed 's/^server/s/')-g\$g env ${extra[*]@Q} "\$@"
+n=\$((\${OMPI_COMM_WORLD_LOCAL_RANK:?} / $gpus_per_nic))
+export OMPI_MCA_btl_tcp_if_include=$mpi_if UCX_NET_DEVICES=nic\$n
+exec ip netns exec $tag-\$(hostname | sed 's/^server/s/')-n\$n env ${extra[*]@Q} "\$@"
 EOF
   chmod +x "$1"
 }
@@ -273,38 +298,41 @@ export PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include=198.19.
 export UCX_WARN_UNUSED_ENV_VARS=n
 
 nic_gbit=$(awk -v r="$rate" 'BEGIN { printf "%.6g", r / 1000 }')
-echo "emulated_cluster.sh: $servers servers x $gpus GPUs, NICs tbf ${rate} Mbit/s burst $burst limit $limit," \
-  "namespaces $tag-*" >&2
-for r in "${!nic_rate[@]}"; do echo "emulated_cluster.sh: rank $r's NIC at ${nic_rate[$r]} Mbit/s" >&2; done
-# A NIC goes down at both ends of its cable (the rank's veth and its switch port), as a link
-# failure does; its packets in flight are lost.
-nic_down() { # nic_down RANK
-  local s=$(($1 / gpus)) g=$(($1 % gpus))
-  ip -n "$tag-s$s-g$g" link set "nic$g" down
-  ip -n "$switch" link set "p${s}n$g" down
-  echo "emulated_cluster.sh: rank $1's NIC is down" >&2
+echo "emulated_cluster.sh: $servers servers x $gpus GPUs, $nics NICs each ($gpus_per_nic GPUs per NIC)," \
+  "tbf ${rate} Mbit/s burst $burst limit ${nic_limit:-$limit} / $limit, namespaces $tag-*" >&2
+for n in "${!nic_mbit[@]}"; do echo "emulated_cluster.sh: $(nic_name "$n") at ${nic_mbit[$n]} Mbit/s" >&2; done
+# A NIC goes down at both ends of its cable (its veth and its switch port), as a link failure
+# does; its packets in flight are lost.
+nic_down() { # nic_down NIC
+  local s=$(($1 / nics)) n=$(($1 % nics))
+  ip -n "$tag-s$s-n$n" link set "nic$n" down
+  ip -n "$switch" link set "p${s}n$n" down
+  echo "emulated_cluster.sh: $(nic_name "$1") is down" >&2
 }
-for r in "${!nic_down_at[@]}"; do [[ ${nic_down_at[$r]} != 0 ]] || nic_down "$r"; done
+for n in "${!nic_fails[@]}"; do [[ ${nic_fails[$n]} != 0 ]] || nic_down "$n"; done
 status=0
 run_mpi() { # run_mpi WRAPPER PROGRAM ARGS...
   ip netns exec "$switch" timeout -k 10 "$run_timeout" mpirun -q --hostfile "$hostfile" -np $((servers * gpus)) \
     --map-by "ppr:$gpus:node" "$@" &
   mpirun_pid=$!
-  local r downs=()
-  for r in "${!nic_down_at[@]}"; do
-    [[ ${nic_down_at[$r]} == 0 ]] || { (sleep "${nic_down_at[$r]}" && nic_down "$r") & downs+=($!); }
+  local n downs=()
+  for n in "${!nic_fails[@]}"; do
+    [[ ${nic_fails[$n]} == 0 ]] || { (sleep "${nic_fails[$n]}" && nic_down "$n") & downs+=($!); }
   done
   wait "$mpirun_pid" || status=$?
   mpirun_pid=
-  for r in "${downs[@]}"; do kill "$r" 2>/dev/null || true; done
+  for n in "${downs[@]}"; do kill "$n" 2>/dev/null || true; done
 }
 if [[ -z $program ]]; then
   told=()
   if ((tell)); then
-    for r in "${!nic_rate[@]}"; do told+=(--nic-rate "$r=$(awk -v m="${nic_rate[$r]}" 'BEGIN { printf "%.6g", m / 1000 }')"); done
-    for r in "${!nic_down_at[@]}"; do if [[ ${nic_down_at[$r]} == 0 ]]; then told+=(--nic-rate "$r=0"); fi; done
+    for n in "${!nic_mbit[@]}"; do
+      told+=(--nic-rate "$((n * gpus_per_nic))=$(awk -v m="${nic_mbit[$n]}" 'BEGIN { printf "%.6g", m / 1000 }')")
+    done
+    for n in "${!nic_fails[@]}"; do [[ ${nic_fails[$n]} != 0 ]] || told+=(--nic-rate "$((n * gpus_per_nic))=0"); done
   fi
-  run_mpi "$wrapper" "$perf" -g "$gpus" --nic-gbit "$nic_gbit" "${told[@]}" "${perf_args[@]}"
+  run_mpi "$wrapper" "$perf" -g "$gpus" --gpus-per-nic "$gpus_per_nic" --nic-gbit "$nic_gbit" "${told[@]}" \
+    "${perf_args[@]}"
 else
   if [[ -z $preload || $compare -eq 1 ]]; then
     [[ $compare -eq 0 ]] || echo "== $(basename "$program") without $(basename "$preload")"
@@ -317,17 +345,17 @@ else
 fi
 
 if ((stats)); then
-  echo "# tc byte counters: NIC = uplink (sent by the rank), port = downlink (received by it);"
-  echo "# the rank's TCP segments retransmitted and retransmission timeouts (each stalls a flow >= rto_min, 1 s)"
+  echo "# tc byte counters: NIC = uplink (sent by its ranks), port = downlink (received by them);"
+  echo "# its ranks' TCP segments retransmitted and retransmission timeouts (each stalls a flow >= rto_min, 1 s)"
   printf "# %-8s %-6s %14s %8s %14s %8s %8s %5s\n" server nic "NIC bytes" drops "port bytes" drops retrans RTOs
   total_rto=0
   for ((s = 0; s < servers; s++)); do
-    for ((g = 0; g < gpus; g++)); do
-      up=$(tc -n "$tag-s$s-g$g" -s qdisc show dev "nic$g" | awk '/Sent/ { print $2, $7; exit }' | tr -d ',')
-      down=$(tc -n "$switch" -s qdisc show dev "p${s}n$g" | awk '/Sent/ { print $2, $7; exit }' | tr -d ',')
-      read -r retrans rtos < <(ip netns exec "$tag-s$s-g$g" nstat -asz TcpRetransSegs TcpExtTCPTimeouts |
+    for ((n = 0; n < nics; n++)); do
+      up=$(tc -n "$tag-s$s-n$n" -s qdisc show dev "nic$n" | awk '/Sent/ { print $2, $7; exit }' | tr -d ',')
+      down=$(tc -n "$switch" -s qdisc show dev "p${s}n$n" | awk '/Sent/ { print $2, $7; exit }' | tr -d ',')
+      read -r retrans rtos < <(ip netns exec "$tag-s$s-n$n" nstat -asz TcpRetransSegs TcpExtTCPTimeouts |
         awk '/^TcpRetransSegs/ { r = $2 } /^TcpExtTCPTimeouts/ { t = $2 } END { print r + 0, t + 0 }')
-      printf "  %-8s %-6s %14s %8s %14s %8s %8s %5s\n" "server$s" "nic$g" $up $down "$retrans" "$rtos"
+      printf "  %-8s %-6s %14s %8s %14s %8s %8s %5s\n" "server$s" "nic$n" $up $down "$retrans" "$rtos"
       total_rto=$((total_rto + rtos))
     done
   done

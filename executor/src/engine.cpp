@@ -404,6 +404,7 @@ std::string operation::pending_summary() const {
             return "flushing the endpoints at the end of the call did not complete within " + ms + " ms";
         std::size_t open = 0;
         std::string list;
+        int stalled_out = -1; // the peer of the first open scale-out message
         const std::size_t first = prog_->step_offsets[step_];
         for (std::size_t k = 0; k < block_.slots.size(); ++k) {
             // A send still waiting for its credit is open too (its slot was never posted).
@@ -411,6 +412,8 @@ std::string operation::pending_summary() const {
             if (const op* o = op_of(k); o != nullptr && o->kind == op_kind::send && paced(*o))
                 for (std::size_t j = 0; j < credit_in_peer_.size(); ++j)
                     waiting = waiting || (credit_in_peer_[j] == o->peer && !credit_taken_[j]);
+            if (const op* o = op_of(k); waiting && o != nullptr && o->scale_out && stalled_out < 0)
+                stalled_out = o->peer;
             if (waiting && ++open <= 3) {
                 list += (open > 1 ? "; " : "") + describe_slot(k);
                 // A receive whose message sits unmatched would be UCX's fault, not the peer's.
@@ -439,8 +442,12 @@ std::string operation::pending_summary() const {
             return "closing the call did not complete within " + ms + " ms; waiting for " + std::to_string(open) +
                    " of " + std::to_string(block_.slots.size()) + " closing messages: " + list +
                    (open > 3 ? "; ..." : "");
+        // First, so that an abort's short text still names the NICs that may have failed.
+        const std::string nics = stalled_out < 0 ? std::string()
+                                                 : ", stalled over scale-out with rank " + std::to_string(stalled_out) +
+                                                       " (its NIC or this rank's may be down)";
         return "step " + std::to_string(prog_->ops[first].step + 1) + " of " + std::to_string(prog_->plan_steps) +
-               " did not complete within " + ms + " ms; waiting for " + std::to_string(open) + " of " +
+               " did not complete within " + ms + " ms" + nics + "; waiting for " + std::to_string(open) + " of " +
                std::to_string(block_.slots.size()) + " messages: " + list + (open > 3 ? "; ..." : "") + stray;
     } catch (...) {
         return "(out of memory describing the pending transfers)";
