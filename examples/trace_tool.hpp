@@ -91,6 +91,12 @@ inline fast::topology topology_of(const json& d) {
     return t;
 }
 
+// Every rank's NIC rate where the planner planned on uneven rates (a slow or down NIC), else empty.
+inline std::vector<double> nic_rates_of(const json& d) {
+    const json& f = d.at("fabric");
+    return f.contains("nic_gbps") ? f.at("nic_gbps").get<std::vector<double>>() : std::vector<double>{};
+}
+
 // What one call did on every rank.
 struct call_record {
     std::size_t index = 0; // in every rank's calls
@@ -98,6 +104,7 @@ struct call_record {
     std::string kind;
     bool ok = true;
     bool split = false;
+    std::uint64_t plan_steps = 0; // the executor's plan's, as traced
     fast::traffic_matrix matrix;
     std::uint64_t start = UINT64_MAX, first_step = UINT64_MAX, last_step_end = 0, end = 0;
     double agree_us = 0, plan_us = 0, compile_us = 0; // the slowest rank's
@@ -121,6 +128,7 @@ inline std::vector<call_record> calls_of(const std::vector<rank_trace>& ranks) {
             c.kind = x.at("kind").get<std::string>();
             c.ok = c.ok && x.at("ok").get<bool>();
             c.split = x.value("split_blocks", false);
+            c.plan_steps = std::max(c.plan_steps, x.value("plan_steps", std::uint64_t{0}));
             const auto counts = x.at("sendcounts").get<std::vector<std::int64_t>>();
             for (std::size_t j = 0; j < counts.size() && static_cast<Eigen::Index>(j) < r; ++j)
                 c.matrix(t.rank, static_cast<Eigen::Index>(j)) = counts[j];
@@ -217,6 +225,7 @@ inline int run_trace(const trace_options& o) {
     const std::vector<rank_trace> ranks = read_traces(o.prefix);
     const json& head = ranks.front().doc;
     const fast::topology topo = topology_of(head);
+    const std::vector<double> rates = nic_rates_of(head);
     std::vector<call_record> calls = calls_of(ranks);
     fast::plan_options options;
     options.scheduler = fast::parse_scheduler(head.at("scheduler").get<std::string>());
@@ -236,9 +245,14 @@ inline int run_trace(const trace_options& o) {
         const bool data = c.kind != "alltoallv_init" && c.first_step != UINT64_MAX;
         fast::plan_options po = options;
         po.split_blocks = c.split;
-        fast::planner planner(topo, po);
+        fast::planner planner =
+            rates.empty() ? fast::planner(topo, po) : fast::planner(fast::fabric_of_rates(topo, rates), po);
         fast::plan& p = plans[c.index];
         p = planner.make(c.matrix);
+        if (c.plan_steps != 0 && c.plan_steps != p.steps())
+            throw fast::invalid_argument("call " + std::to_string(c.index) + ": the executor's plan had " +
+                                         std::to_string(c.plan_steps) + " steps, the plan of its traced counts " +
+                                         std::to_string(p.steps()) + ": the traces do not say how the executor planned");
         const double predicted = fast::predict_us(p);
         const double span = data ? static_cast<double>(c.last_step_end - c.first_step) / 1e3 : 0.0;
         const double ratio = predicted > 0 && data ? span / predicted : 0.0;

@@ -48,6 +48,7 @@ void communicator_impl::write_trace() noexcept {
         s.scale_out_gbps = cfg_.scale_out_gbps;
         s.alpha_up_us = cfg_.alpha_up_us;
         s.alpha_out_us = cfg_.alpha_out_us;
+        s.nic_gbps = fabric_shape_.nic_rates;
         s.split_blocks_when_needed = single_segments();
         if (const std::string e = trace_.write(s); !e.empty())
             std::fprintf(stderr, "fast executor: rank %d: %s\n", rank_, e.c_str());

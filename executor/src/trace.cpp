@@ -66,12 +66,16 @@ std::string tracer::write_own(const trace_setup& s, const std::string& path) con
         " \"host\": %s, \"scheduler\": %s, \"flow\": %s, \"memory\": %s, \"progress\": %s, "
         "\"split_blocks_when_needed\": %s,\n"
         " \"fabric\": {\"scale_up_gbps\": %.17g, \"scale_out_gbps\": %.17g, \"alpha_up_us\": %.17g, "
-        "\"alpha_out_us\": %.17g},\n"
-        " \"clock\": \"steady_clock nanoseconds\", \"dropped_ops\": %zu,\n \"calls\": [",
+        "\"alpha_out_us\": %.17g",
         s.rank, s.size, s.servers, s.gpus_per_server, quoted(s.host).c_str(), quoted(s.scheduler).c_str(),
         quoted(s.flow).c_str(), quoted(s.memory).c_str(), quoted(s.progress).c_str(),
-        s.split_blocks_when_needed ? "true" : "false", s.scale_up_gbps, s.scale_out_gbps, s.alpha_up_us, s.alpha_out_us,
-        dropped_);
+        s.split_blocks_when_needed ? "true" : "false", s.scale_up_gbps, s.scale_out_gbps, s.alpha_up_us, s.alpha_out_us);
+    if (!s.nic_gbps.empty()) {
+        std::fprintf(out, ", \"nic_gbps\": [");
+        for (std::size_t r = 0; r < s.nic_gbps.size(); ++r) std::fprintf(out, "%s%.17g", r ? ", " : "", s.nic_gbps[r]);
+        std::fprintf(out, "]");
+    }
+    std::fprintf(out, "},\n \"clock\": \"steady_clock nanoseconds\", \"dropped_ops\": %zu,\n \"calls\": [", dropped_);
     std::size_t step = 0;
     std::size_t op = 0;
     const auto r = static_cast<std::size_t>(s.size);

@@ -70,6 +70,7 @@ struct trace_setup {
     int gpus_per_server = 0;
     std::string scheduler, flow, memory, progress, host;
     double scale_up_gbps = 0, scale_out_gbps = 0, alpha_up_us = 0, alpha_out_us = 0;
+    std::vector<double> nic_gbps; ///< every rank's NIC rate where they differ (the planner's fabric), else empty
     bool split_blocks_when_needed = false;
 };
 
