@@ -312,7 +312,7 @@ nic_down() { # nic_down NIC
 for n in "${!nic_fails[@]}"; do [[ ${nic_fails[$n]} != 0 ]] || nic_down "$n"; done
 status=0
 run_mpi() { # run_mpi WRAPPER PROGRAM ARGS...
-  ip netns exec "$switch" timeout -k 10 "$run_timeout" mpirun -q --hostfile "$hostfile" -np $((servers * gpus)) \
+  ip netns exec "$switch" timeout -k 10 "$run_timeout" mpirun --hostfile "$hostfile" -np $((servers * gpus)) \
     --map-by "ppr:$gpus:node" "$@" &
   mpirun_pid=$!
   local n downs=()

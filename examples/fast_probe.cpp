@@ -156,13 +156,17 @@ exchange within_server(const shape& c, std::size_t bytes) {
 
 /// The rate in GB/s between a call of `small` bytes taking `small_s` seconds and one of `large`
 /// taking `large_s`: the slope, free of the latency and of whatever a link lets through at once
-/// (a token bucket's burst); dies naming the option to raise when the larger call was no slower.
-double slope_gbps(double small, double small_s, double large, double large_s, const char* option) {
+/// (a token bucket's burst); 0 where the larger call was no slower (noise swamped the sizes).
+double slope_gbps(double small, double small_s, double large, double large_s) {
     const double us = (large_s - small_s) * 1e6;
-    if (!(us > 0))
-        die("a call of " + fast_tools::human_bytes(large) + " was no slower than one of " +
-            fast_tools::human_bytes(small) + ": raise " + option);
-    return (large - small) / us / 1e3;
+    return us > 0 ? (large - small) / us / 1e3 : 0.0;
+}
+
+// Dies naming the option to raise where a figure could not be measured.
+void check_measured(double gbps, std::size_t bytes, const char* what, const char* option) {
+    if (!(gbps > 0))
+        die(std::string(what) + ": calls of " + fast_tools::human_bytes(static_cast<double>(bytes)) +
+            " were no slower than smaller ones: raise " + option);
 }
 
 // Each rank's scale-out rate in GB/s, on rank 0 (empty elsewhere): over G rounds, the best of the
@@ -177,12 +181,13 @@ std::vector<double> nic_rates(fast::exec::communicator& comm, const shape& c, co
         exchange small = cross_servers(c, dg, quarter), large = cross_servers(c, dg, bytes);
         const double small_s = fast_tools::median(time_calls(comm, small, o, c.me));
         const double large_s = fast_tools::median(time_calls(comm, large, o, c.me));
-        best = std::max(best, slope_gbps(static_cast<double>(quarter), small_s, static_cast<double>(bytes), large_s,
-                                         "--bytes"));
+        best = std::max(best, slope_gbps(static_cast<double>(quarter), small_s, static_cast<double>(bytes), large_s));
         progress(c.me, "scale-out round " + std::to_string(dg + 1) + " of " + std::to_string(c.g) + " done");
     }
     std::vector<double> all(c.me == 0 ? static_cast<std::size_t>(c.ranks()) : 0);
     MPI_Gather(&best, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    for (std::size_t r = 0; r < all.size(); ++r)
+        check_measured(all[r], bytes, ("rank " + std::to_string(r) + "'s NIC").c_str(), "--bytes");
     return all;
 }
 
@@ -236,8 +241,8 @@ fast::fabric probe(const options& o, fast::exec::communicator& comm) {
         const auto up_bytes = static_cast<std::size_t>(fast_tools::parse_bytes(o.up_bytes, "--up-bytes"));
         exchange up = within_server(c, up_bytes);
         f.scale_up_gbps = slope_gbps(static_cast<double>(up_small.send.size()), up_small_s,
-                                     static_cast<double>(up.send.size()), slowest_median(time_calls(comm, up, o, c.me)),
-                                     "--up-bytes");
+                                     static_cast<double>(up.send.size()), slowest_median(time_calls(comm, up, o, c.me)));
+        check_measured(f.scale_up_gbps, up.send.size(), "scale-up", "--up-bytes"); // alike on every rank
         progress(c.me, printed("alpha_up %.4g us, scale-up %.4g GB/s per GPU", f.alpha_up_us,
                                           f.scale_up_gbps));
     } else {
@@ -290,6 +295,9 @@ int main(int argc, char** argv) {
     options o;
     CLI::App app{"fast-probe: measures the fabric through the fast executor (each NIC's rate, the scale-up rate,\n"
                  "the per-step latencies) and writes its fast-fabric/1 file. Run under mpirun, one rank per GPU."};
+    app.footer("Example: mpirun -np 8 fast-probe -g 4 -o cluster.json, then FAST_FABRIC=cluster.json for the executor,\n"
+               "libfast_mpi and fast_torch, or fast-plan --fabric cluster.json (docs/fabrics.md#measuring-a-fabric).\n"
+               "Exit status: 0 written; 2 bad options, or a figure the calls could not measure (raise --bytes).");
     app.add_option("-g,--gpus-per-server", o.gpus_per_server, "ranks per server: 0 (the default): the ranks of each host form a server")
         ->check(fast_tools::non_negative);
     app.add_option("-o,--output", o.output, "write the fabric file here (default: stdout)");

@@ -248,11 +248,13 @@ inline int run_trace(const trace_options& o) {
         fast::planner planner =
             rates.empty() ? fast::planner(topo, po) : fast::planner(fast::fabric_of_rates(topo, rates), po);
         fast::plan& p = plans[c.index];
-        p = planner.make(c.matrix);
-        if (c.plan_steps != 0 && c.plan_steps != p.steps())
+        // The executor's programs number the schedule's steps, empty ones too (a whole plan leaves
+        // those out): compare with a program's count.
+        if (const std::uint32_t steps = planner.make_rank(c.matrix, 0).steps; c.plan_steps != 0 && c.plan_steps != steps)
             throw fast::invalid_argument("call " + std::to_string(c.index) + ": the executor's plan had " +
                                          std::to_string(c.plan_steps) + " steps, the plan of its traced counts " +
-                                         std::to_string(p.steps()) + ": the traces do not say how the executor planned");
+                                         std::to_string(steps) + ": the traces do not say how the executor planned");
+        p = planner.make(c.matrix);
         const double predicted = fast::predict_us(p);
         const double span = data ? static_cast<double>(c.last_step_end - c.first_step) / 1e3 : 0.0;
         const double ratio = predicted > 0 && data ? span / predicted : 0.0;
