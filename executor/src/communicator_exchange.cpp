@@ -112,7 +112,7 @@ void communicator_impl::forward_relays(const exchange_round& r, exchange_state& 
     for (std::size_t j = 0; j < m && x.error.empty(); ++j) {
         relay& c = relays_[j];
         const op_slot& in = exchange_slots_.slots[2 * n + j];
-        if (c.forwarded || !in.done || in.status != UCS_OK) continue; // a failed receive: check_exchange
+        if (c.forwarded || !in.done || in.status != UCS_OK || in.length != r.bytes) continue; // check_exchange says
         c.forwarded = true;
         const std::uint64_t tag = c.next == c.to ? make_control_tag(r.kind, r.seq, c.from)
                                                  : make_relay_tag(r.kind, r.seq, c.from, c.to);
@@ -163,15 +163,23 @@ void communicator_impl::wait_exchange(const exchange_round& r, exchange_state& x
     }
 }
 
-// The first member with a failed endpoint whose message of the current round is outstanding,
-// or -1.
+// The first rank with a failed endpoint that an outstanding message of the current round passes
+// through (a member, or a stand-in on the way), or -1.
 int communicator_impl::failed_member(const rank_group& g) const {
-    const auto n = static_cast<std::size_t>(g.count);
+    const auto n = static_cast<std::size_t>(g.count), m = relays_.size();
+    const std::vector<op_slot>& slots = exchange_slots_.slots;
+    auto failed = [&](int r) { return r != rank_ && worker_.peer(r).error != UCS_OK; };
     for (std::size_t k = 0; k < n; ++k) {
         const int peer = g.rank_at(static_cast<int>(k));
-        if (peer != rank_ && worker_.peer(peer).error != UCS_OK &&
-            (!exchange_slots_.slots[k].done || !exchange_slots_.slots[n + k].done))
-            return peer;
+        if (peer == rank_) continue;
+        if (const int from = routes_.previous_hop(rank_, peer, rank_); !slots[k].done && failed(from)) return from;
+        if (const int to = routes_.next_hop(rank_, rank_, peer); !slots[n + k].done && failed(to)) return to;
+    }
+    for (std::size_t j = 0; j < m; ++j) {
+        const relay& c = relays_[j];
+        if (const int from = routes_.previous_hop(rank_, c.from, c.to); !slots[2 * n + j].done && failed(from))
+            return from;
+        if (!slots[2 * n + m + j].done && failed(c.next)) return c.next;
     }
     return -1;
 }
@@ -183,8 +191,14 @@ std::string communicator_impl::silent_ranks(const rank_group& g) const {
     for (int k = 0; k < g.count; ++k)
         if (g.rank_at(k) != rank_ && !exchange_slots_.slots[static_cast<std::size_t>(k)].done && ++count <= 8)
             missing += (count > 1 ? ", " : "") + std::to_string(g.rank_at(k));
-    return std::string("rank") + (count > 1 ? "s " : " ") + (missing.empty() ? "(none: sends pending)" : missing) +
-           (count > 8 ? ", ..." : "");
+    std::string carried; // the first message this rank carries that has not come
+    for (std::size_t j = 0; j < relays_.size() && carried.empty(); ++j)
+        if (!exchange_slots_.slots[2 * static_cast<std::size_t>(g.count) + j].done)
+            carried = "; rank " + std::to_string(relays_[j].from) + "'s for rank " + std::to_string(relays_[j].to) +
+                      " that this rank carries";
+    return std::string("rank") + (count > 1 ? "s " : " ") +
+           (missing.empty() ? carried.empty() ? "(none: sends pending)" : "(none)" : missing) +
+           (count > 8 ? ", ..." : "") + carried;
 }
 
 // Every message of a completed round succeeded and brought r.bytes bytes.
@@ -195,7 +209,9 @@ void communicator_impl::check_exchange(const exchange_round& r, exchange_state& 
         if (peer == rank_) continue;
         const op_slot& in = exchange_slots_.slots[k];
         const op_slot& outgoing = exchange_slots_.slots[n + k];
-        const ucs_status_t peer_error = worker_.peer(peer).error;
+        const int from = routes_.previous_hop(rank_, peer, rank_), to = routes_.next_hop(rank_, rank_, peer);
+        const ucs_status_t peer_error =
+            worker_.peer(from).error != UCS_OK ? worker_.peer(from).error : worker_.peer(to).error;
         if (in.status != UCS_OK || outgoing.status != UCS_OK) {
             x.code = peer_error != UCS_OK ? errc::peer_failure : errc::transport;
             x.error = "with rank " + std::to_string(peer) + ": " +
@@ -215,7 +231,11 @@ void communicator_impl::check_exchange(const exchange_round& r, exchange_state& 
         const op_slot& in = exchange_slots_.slots[2 * n + j];
         const op_slot& onward = exchange_slots_.slots[2 * n + relays_.size() + j];
         if (in.status == UCS_OK && onward.status == UCS_OK && in.length == r.bytes) continue;
-        x.code = in.status == UCS_OK && onward.status == UCS_OK ? errc::internal : errc::transport;
+        const bool peer_failed = worker_.peer(relays_[j].next).error != UCS_OK ||
+                                 worker_.peer(routes_.previous_hop(rank_, relays_[j].from, relays_[j].to)).error != UCS_OK;
+        x.code = in.status == UCS_OK && onward.status == UCS_OK ? errc::internal
+                 : peer_failed                                 ? errc::peer_failure
+                                                               : errc::transport;
         x.error = "carrying rank " + std::to_string(relays_[j].from) + "'s message for rank " +
                   std::to_string(relays_[j].to) + ": " +
                   (in.status != UCS_OK       ? ucx_error(in.status)

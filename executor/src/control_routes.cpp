@@ -34,6 +34,12 @@ int control_routes::next_hop(int at, int a, int b) const noexcept {
     return b;
 }
 
+int control_routes::previous_hop(int at, int a, int b) const noexcept {
+    int from = a;
+    for (int hop = next_hop(a, a, b); hop != at && hop != b; hop = next_hop(hop, a, b)) from = hop;
+    return from;
+}
+
 rank_group control_routes::group_of(const rank_group& mine, int r) const noexcept {
     const int g = topo_.gpus_per_server;
     if (mine.count == topo_.ranks()) return mine;                                             // all ranks

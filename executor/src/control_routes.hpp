@@ -34,6 +34,8 @@ public:
     /// Where rank `at` (a itself, or a stand-in on the way) passes a's message for b: b, or the
     /// next stand-in (a's stand-in, then b's). O(1).
     [[nodiscard]] int next_hop(int at, int a, int b) const noexcept;
+    /// The rank that passes a's message for b to rank `at` (a rank on its route after a).
+    [[nodiscard]] int previous_hop(int at, int a, int b) const noexcept;
     /// The group of rank r in a round where this rank's group is `mine`: the round's groups are
     /// all ranks, each server's or each rail's (exchange_round.hpp).
     [[nodiscard]] rank_group group_of(const rank_group& mine, int r) const noexcept;

@@ -73,6 +73,7 @@ status operation::post_step() noexcept {
         expected_ = 0;
         seen_errors_ = worker_.error_events();
         deadline_ = clock::now() + timeout_;
+        grace_ = false;
         for (std::size_t k = 0; k < n; ++k) {
             const op& o = prog_->ops[first + k];
             op_slot& s = block_.slots[k];
@@ -259,6 +260,7 @@ status operation::post_closing() noexcept {
         expected_ = 0;
         seen_errors_ = worker_.error_events();
         deadline_ = clock::now() + timeout_;
+        grace_ = false;
         return post_control(0, control::closing);
     } catch (...) {
         return fail(errc::out_of_memory, "out of host memory closing the call");
@@ -274,6 +276,7 @@ status operation::post_flush() noexcept {
         expected_ = 0;
         seen_errors_ = worker_.error_events();
         deadline_ = clock::now() + timeout_;
+        grace_ = false;
         const ucs_status_t st = worker_.flush_all(block_.slots[0]);
         if (st == UCS_INPROGRESS) ++expected_;
         return {};
@@ -376,8 +379,20 @@ status operation::test(bool& done) noexcept {
     if (status s = advance(done); !s.ok() || done) return s;
     (void)worker_.progress();
     if (status s = advance(done); !s.ok() || done) return s;
-    if (clock::now() > deadline_) return fail(errc::timeout, "timeout: " + pending_summary());
+    if (past_deadline()) return fail(errc::timeout, "timeout: " + pending_summary());
     return {};
+}
+
+// Whether the current step, closing or flush ran out of time. After the call's first step a
+// timeout first waits a little longer for an abort: a peer this rank waits on may itself wait for
+// a rank that is gone, and that peer's own timeout, whose abort names the rank, comes about as
+// soon as this one.
+bool operation::past_deadline() noexcept {
+    if (clock::now() <= deadline_) return false;
+    if (grace_ || (phase_ == phase::steps && step_ == 0)) return true;
+    grace_ = true;
+    deadline_ = clock::now() + std::min(timeout_ / 4, std::chrono::milliseconds(1000));
+    return false;
 }
 
 status operation::wait() noexcept {
@@ -387,11 +402,11 @@ status operation::wait() noexcept {
         bool done = false;
         if (status s = advance(done); !s.ok() || done) return s;
         if (worker_.progress() == 0) {
-            if (clock::now() > deadline_) return fail(errc::timeout, "timeout: " + pending_summary());
+            if (past_deadline()) return fail(errc::timeout, "timeout: " + pending_summary());
             // Device copies complete outside UCX: no event wakes a blocked worker for them.
             if (copies_pending_ && mem_.name() != "host") sched_yield();
             else worker_.idle(deadline_);
-        } else if (clock::now() > deadline_) {
+        } else if (past_deadline()) {
             return fail(errc::timeout, "timeout: " + pending_summary());
         }
     }

@@ -86,6 +86,7 @@ private:
     void trace_step() noexcept;
     status fail_aborted() noexcept;
     [[nodiscard]] std::string pending_summary() const;
+    [[nodiscard]] bool past_deadline() noexcept;
 
     worker& worker_;
     memory_backend& mem_;
@@ -102,6 +103,7 @@ private:
     std::size_t expected_ = 0;    ///< callbacks this step (or flush) is waiting for
     std::size_t seen_errors_ = 0; ///< the worker's endpoint error count when last checked
     std::chrono::steady_clock::time_point deadline_{};
+    bool grace_ = false; ///< the deadline was extended once for a peer's abort (past_deadline)
     slot_block block_; ///< the current step's slots (one per op, then credits), or the flush's
     // Credit flow control, per step: slots [ops, ops + credit_out_.size()) send this rank's
     // credits to the ranks it receives from; the next credit_in_.size() slots receive the

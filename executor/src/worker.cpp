@@ -307,13 +307,9 @@ void worker::cancel(op_slot& slot) noexcept {
 }
 
 ucs_status_t worker::force_close(int peer, op_slot& slot) noexcept {
-    prepare(slot);
     peer_state& p = peers_[static_cast<std::size_t>(peer)];
-    if (p.ep == nullptr) {
-        slot.done = true;
-        slot.status = UCS_OK;
-        return UCS_OK;
-    }
+    if (p.ep == nullptr) return UCS_OK; // never connected, or closed already: `slot` may track that close
+    prepare(slot);
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
     // UCX allows FORCE only with peer error handling on both sides (ucp.h): other endpoints

@@ -60,6 +60,8 @@ TEST_CASE("control routes: every message reaches its receiver through ranks that
                         for (std::size_t h = 0; h + 1 < hops.size(); ++h)
                             CHECK((t.same_server(hops[h], hops[h + 1]) || (up(hops[h]) && up(hops[h + 1]))));
                         for (std::size_t h = 1; h + 1 < hops.size(); ++h) through[{a, b}].push_back(hops[h]);
+                        for (std::size_t h = 1; h < hops.size(); ++h)
+                            CHECK(routes.previous_hop(hops[h], a, b) == hops[h - 1]);
                     }
             std::map<std::pair<int, int>, std::vector<int>> carried;
             for (int me = 0; me < t.ranks(); ++me) {
@@ -81,11 +83,16 @@ TEST_CASE("control routes: without a NIC down every pair is direct") {
         CHECK(routes.next_hop(0, 0, 11) == 11);
         CHECK_FALSE(routes.cut_off(0, 11));
     }
-    const control_routes down(t, {1, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1});
+    const control_routes down(t, {1, 0, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0});
     CHECK(down.stand_in(1) == 2);
-    CHECK(down.stand_in(8) == 11); // the next up NIC of server 2, cyclically
+    CHECK(down.stand_in(9) == 8); // the next up NIC of server 2, cyclically: 10 and 11 are down
+    CHECK(down.stand_in(8) == 8);
     CHECK(down.next_hop(1, 1, 9) == 2);
-    CHECK(down.next_hop(2, 1, 9) == 11);
-    CHECK(down.next_hop(11, 1, 9) == 9);
+    CHECK(down.next_hop(2, 1, 9) == 8);
+    CHECK(down.next_hop(8, 1, 9) == 9);
+    CHECK(down.previous_hop(9, 1, 9) == 8);
+    CHECK(down.previous_hop(8, 1, 9) == 2);
+    CHECK(down.previous_hop(2, 1, 9) == 1);
+    CHECK(down.previous_hop(4, 0, 4) == 0); // direct
     CHECK_FALSE(down.cut_off(1, 3)); // same server
 }

@@ -94,6 +94,11 @@ summary_field() {
   fi
 }
 failures=0
+shown() { # shown: a failed run's output from stdin, without the lines of a symbolizer that could not
+  # start (sanitizer builds: libfast_mpi, preloaded, cannot load into llvm-symbolizer), 40 lines
+  { grep -v -e "llvm-symbolizer" -e "symbolizer didn't start" -e "Can't read from symbolizer" \
+    -e "restart external symbolizer" || true; } | head -40
+}
 expect() { # expect FILE ROW COLUMN OP VALUE
   local got; got=$(summary_field "$1" "$2" "$3")
   if ! (( got $4 $5 )); then echo "FAIL: $(basename "$1"): $2 $3 is $got, expected $4 $5"; failures=$((failures + 1)); fi
@@ -148,16 +153,16 @@ case "$mode" in
         echo "FAIL: $bad: the job succeeded"; failures=$((failures + 1))
       fi
       grep -q "fast_mpi: rank [0-9]*: ${bad%%=*}" <<<"$out" ||
-        { echo "FAIL: $bad: no error naming it:"; echo "$out" | head -20; failures=$((failures + 1)); }
+        { echo "FAIL: $bad: no error naming it:"; shown <<<"$out"; failures=$((failures + 1)); }
       echo "run_cases.sh: $bad: $(grep -m1 -o "fast_mpi: rank 0: .*" <<<"$out")"
     done
     # A typo'd name: the job runs, rank 0 names it and the known ones once, the calls go FAST.
     if ! out=$(export FAST_MPI_TRESHOLD=1; run typo preload v_int 2>&1); then
-      echo "FAIL: FAST_MPI_TRESHOLD=1: the job failed:"; echo "$out" | head -20; failures=$((failures + 1))
+      echo "FAIL: FAST_MPI_TRESHOLD=1: the job failed:"; shown <<<"$out"; failures=$((failures + 1))
     fi
     warning="fast_mpi: warning: ignoring FAST_MPI_TRESHOLD: not a fast_mpi variable (known: FAST_MPI_ENABLE, FAST_MPI_THRESHOLD,"
     [[ $(grep -cF "$warning" <<<"$out") -eq 1 && $(grep -c "fast_mpi: warning" <<<"$out") -eq 1 ]] ||
-      { echo "FAIL: FAST_MPI_TRESHOLD=1: not exactly one warning naming it and the known variables:"; echo "$out" | head -20; failures=$((failures + 1)); }
+      { echo "FAIL: FAST_MPI_TRESHOLD=1: not exactly one warning naming it and the known variables:"; shown <<<"$out"; failures=$((failures + 1)); }
     expect "$work/typo.summary" MPI_Alltoallv 4 '>' 0
     echo "run_cases.sh: FAST_MPI_TRESHOLD=1: $(grep -m1 -o "fast_mpi: warning: .\{0,60\}" <<<"$out")..." ;;
   *) echo "run_cases.sh: unknown --mode '$mode'" >&2; exit 2 ;;
